@@ -1,0 +1,15 @@
+# cmake -DOUTPUT=rows.cpp -DINPUTS="a.json|b.json" -P embed_rows.cmake
+# Writes kEmbeddedRows: a null-terminated array of the row documents, as hex bytes.
+string(REPLACE "|" ";" INPUTS "${INPUTS}")
+set(body "// Generated from rows/*.json; do not edit.\nnamespace rime {\n")
+set(names "")
+set(i 0)
+foreach(f ${INPUTS})
+  file(READ "${f}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "static const char row_${i}[] = {${bytes} 0x00};\n")
+  string(APPEND names "row_${i}, ")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "extern const char* const kEmbeddedRows[];\nconst char* const kEmbeddedRows[] = {${names}nullptr};\n}\n")
+file(WRITE "${OUTPUT}" "${body}")

@@ -1,0 +1,46 @@
+// Split-KV count: the upstream wave/tile cost model (SPEC section 8). Pure: no I/O, no device queries.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rime::heuristics {
+
+// Costs are in units of one KV-tile iteration of one CTA.
+struct SplitCostModel {
+  // Fixed cost of a CTA (Q load, prologue, epilogue), in KV tiles. Provisional: the upstream value's order of
+  // magnitude, to be re-measured on our kernels (docs/perf.md).
+  double c_tile = 2.0;
+  // Cost of the combine per split per row-wave, in KV tiles. Provisional. The upstream worked example (148 SMs,
+  // B=1, H=4, S_q=128, S_kv=2048, tiles of 128) picks split 8 for any c_combine < 0.125.
+  double c_combine = 0.0625;
+};
+
+struct SplitProblem {
+  int64_t ctas_per_split = 0;  // CTAs of the unsplit launch (q tiles x heads x batch)
+  int64_t kv_tiles = 0;        // KV tiles one CTA walks unsplit
+  int64_t rows = 0;            // S_q * H_q * B: rows the combine folds
+  int sm_count = 0;
+  std::vector<int> allowed;  // split counts the row is wired for (1 is always allowed)
+};
+
+struct SplitScore {
+  int split = 1;
+  int64_t waves = 0;
+  double cost = 0;
+};
+
+struct SplitChoice {
+  int split = 1;
+  std::vector<SplitScore> candidates;  // every candidate scored, in increasing split
+};
+
+int64_t next_pow2(int64_t x);
+
+// Candidates s = 1, 2, 4, ... up to min(next_pow2(SMs), kv_tiles / 2) (and in `allowed`);
+// waves(s) = ceil(ctas * s / SMs); cost(s) = waves(s) * (ceil(kv_tiles / s) + c_tile)
+//   + ceil(rows / SMs) * s * c_combine. The minimum wins; ties go to the smaller s.
+SplitChoice choose_split_kv(const SplitProblem& problem, const SplitCostModel& model = {});
+
+}  // namespace rime::heuristics

@@ -1,0 +1,40 @@
+// Tile choice for the mma.sync engines. Pure: no I/O, no device queries.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rime::heuristics {
+
+struct Tile {
+  int q = 0, kv = 0;
+};
+
+// Shared memory of one CTA of the sdpa_f16_sm80 / sdpa_fp8_sm89 kernels (engines/sdpa_mma/kernel.cuh owns the
+// layout; its launcher calls this same function): a Q tile, two K/V stages, each row padded by 16 bytes to
+// spread rows over the banks, and for FP8 one transposed V tile (mma.sync's B operand wants V k-major).
+int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v);
+
+struct TileProblem {
+  int64_t packed_rows = 0;  // S_q * group: GQA packs the q heads of one kv head into the row tile
+  int64_t batch_heads = 0;  // B * H_kv
+  int64_t d_qk = 0, d_v = 0;
+  int elem_bytes = 2;
+  bool transpose_v = false;
+  int sm_count = 0;
+  int smem_per_block = 0;
+  std::vector<Tile> allowed;
+};
+
+struct TileChoice {
+  std::optional<Tile> tile;  // nullopt: no allowed tile fits in shared memory
+  std::string reason;
+};
+
+// 16 rows (one warp) when the packed rows fit in 16 (decode); else 128 rows when 128-row tiles still give at
+// least one full wave of CTAs, else 64. Only tiles that fit smem_per_block are considered.
+TileChoice choose_tile(const TileProblem& problem);
+
+}  // namespace rime::heuristics

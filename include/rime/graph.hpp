@@ -1,0 +1,161 @@
+// The rime operation graph: tensors plus one scaled-dot-product-attention op (SPEC section 1).
+//
+//   rime::Graph g("prefill");
+//   int64_t q = g.add_tensor({"Q", 1, {B, H, S, D}, TensorDesc::packed_strides({B, H, S, D}), DataType::FP8_E4M3});
+//   ...
+//   rime::SdpaFp8Operands io;  io.q = q; io.k = k; ...; io.o = o;
+//   rime::Status st = g.sdpa_fp8(io, rime::SdpaAttributes{}.set_causal(true));
+//   st = rime::validate(g);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rime/status.hpp"
+#include "rime/types.hpp"
+
+namespace rime {
+
+enum class OpKind : int { Sdpa, SdpaFp8, SdpaMxfp8 };
+std::string_view to_string(OpKind kind) noexcept;
+std::optional<OpKind> parse_op_kind(std::string_view name) noexcept;
+
+// Every operand slot an sdpa op can have. Which slots an op kind takes (required / optional / not at all) is one
+// table in validate.cpp.
+enum class Role : int {
+  Q, K, V,
+  DescaleQ, DescaleK, DescaleV, DescaleS, ScaleS, ScaleO,
+  Sink, SeqLenQ, SeqLenKv,
+  SfQ, SfK, SfV,
+  // outputs
+  O, Stats, AmaxS, AmaxO, SfO,
+};
+inline constexpr int kRoleCount = static_cast<int>(Role::SfO) + 1;
+std::string_view to_string(Role role) noexcept;  // the JSON spelling: "Q", "descale_q", "SF_Q", "Amax_O", "sf_o"
+std::optional<Role> parse_role(std::string_view name) noexcept;
+bool is_output_role(Role role) noexcept;
+
+// Which diagonal the causal / band / window bounds are measured from. Bottom-right shifts the diagonal by
+// S_kv - S_q so that the last query row sees the last key (the decode convention).
+enum class DiagonalAlignment : int { TopLeft, BottomRight };
+
+struct TileShape {
+  int q = 0;   // query rows per CTA
+  int kv = 0;  // keys per main-loop step
+  friend bool operator==(TileShape a, TileShape b) { return a.q == b.q && a.kv == b.kv; }
+  friend bool operator!=(TileShape a, TileShape b) { return !(a == b); }
+};
+
+struct SdpaAttributes {
+  std::optional<float> attn_scale;     // default 1/sqrt(D_qk)
+  bool generate_stats = false;         // must agree with a bound Stats output
+  bool stats_log2 = false;             // Stats in log2 units instead of natural log
+  bool causal = false;                 // keys right of the diagonal are masked (band right bound 0)
+  DiagonalAlignment alignment = DiagonalAlignment::TopLeft;
+  std::optional<int64_t> window_left;  // keys j < i + shift - (window_left - 1) are masked
+  std::optional<int64_t> band_right;   // keys j > i + shift + band_right are masked
+  bool padding_mask = false;           // needs seq_len_q and seq_len_kv
+  // Knobs a user may pin. A pinned knob is honoured or the plan is declined, never silently changed.
+  std::optional<int> split_kv;
+  std::optional<TileShape> tile;
+
+  SdpaAttributes& set_attn_scale(float v) { attn_scale = v; return *this; }
+  SdpaAttributes& set_generate_stats(bool v) { generate_stats = v; return *this; }
+  SdpaAttributes& set_stats_log2(bool v) { stats_log2 = v; return *this; }
+  SdpaAttributes& set_causal(bool v, DiagonalAlignment a = DiagonalAlignment::TopLeft) {
+    causal = v; alignment = a; return *this;
+  }
+  SdpaAttributes& set_alignment(DiagonalAlignment a) { alignment = a; return *this; }
+  SdpaAttributes& set_window_left(int64_t v) { window_left = v; return *this; }
+  SdpaAttributes& set_band_right(int64_t v) { band_right = v; return *this; }
+  SdpaAttributes& set_padding_mask(bool v) { padding_mask = v; return *this; }
+  SdpaAttributes& set_split_kv(int v) { split_kv = v; return *this; }
+  SdpaAttributes& set_tile(TileShape v) { tile = v; return *this; }
+
+  friend bool operator==(const SdpaAttributes& a, const SdpaAttributes& b);
+  friend bool operator!=(const SdpaAttributes& a, const SdpaAttributes& b) { return !(a == b); }
+};
+
+// Operands by tensor uid, one struct per builder so that the C++ API cannot bind a slot the op lacks.
+struct SdpaOperands {
+  int64_t q = 0, k = 0, v = 0, o = 0;
+  std::optional<int64_t> sink, seq_len_q, seq_len_kv, stats;
+};
+struct SdpaFp8Operands {
+  int64_t q = 0, k = 0, v = 0, o = 0;
+  int64_t descale_q = 0, descale_k = 0, descale_v = 0, descale_s = 0, scale_s = 0, scale_o = 0;
+  std::optional<int64_t> sink, seq_len_q, seq_len_kv;
+  std::optional<int64_t> stats, amax_s, amax_o, sf_o;
+};
+struct SdpaMxfp8Operands {
+  int64_t q = 0, k = 0, v = 0, o = 0;
+  int64_t sf_q = 0, sf_k = 0, sf_v = 0;
+  std::optional<int64_t> scale_o, sink, seq_len_q, seq_len_kv;
+  std::optional<int64_t> stats, amax_o, sf_o;
+};
+
+struct SdpaOp {
+  OpKind kind = OpKind::Sdpa;
+  std::string name = "sdpa";
+  std::array<std::optional<int64_t>, kRoleCount> operands{};  // tensor uid per role
+  SdpaAttributes attributes;
+
+  std::optional<int64_t> operand(Role role) const { return operands[static_cast<int>(role)]; }
+  friend bool operator==(const SdpaOp& a, const SdpaOp& b) {
+    return a.kind == b.kind && a.name == b.name && a.operands == b.operands && a.attributes == b.attributes;
+  }
+};
+
+// A graph holds its tensors in declaration order (that order is the JSON form's /tensors/N) and one sdpa op.
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const noexcept { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Adds a tensor and returns its uid. Duplicates are reported by validate(), not here, so that a JSON file
+  // and the C++ API get the same message.
+  int64_t add_tensor(TensorDesc desc);
+  const std::vector<TensorDesc>& tensors() const noexcept { return tensors_; }
+  const TensorDesc* find_tensor(int64_t uid) const noexcept;
+  // Index of the tensor in tensors(), or -1.
+  int tensor_index(int64_t uid) const noexcept;
+
+  // Builders. Each fails with InvalidGraph if the graph already has an op (rime plans one op per graph).
+  Status sdpa(const SdpaOperands& io, const SdpaAttributes& attributes = {}, std::string op_name = "sdpa");
+  Status sdpa_fp8(const SdpaFp8Operands& io, const SdpaAttributes& attributes = {},
+                  std::string op_name = "sdpa_fp8");
+  Status sdpa_mxfp8(const SdpaMxfp8Operands& io, const SdpaAttributes& attributes = {},
+                    std::string op_name = "sdpa_mxfp8");
+  // Low-level form used by the JSON reader: any role set, checked by validate().
+  Status set_op(SdpaOp op);
+
+  const std::optional<SdpaOp>& op() const noexcept { return op_; }
+  // The tensor bound to a role, or nullptr.
+  const TensorDesc* operand(Role role) const noexcept;
+
+  friend bool operator==(const Graph& a, const Graph& b) {
+    return a.name_ == b.name_ && a.tensors_ == b.tensors_ && a.op_ == b.op_;
+  }
+  friend bool operator!=(const Graph& a, const Graph& b) { return !(a == b); }
+
+ private:
+  std::string name_ = "graph";
+  std::vector<TensorDesc> tensors_;
+  std::optional<SdpaOp> op_;
+};
+
+// Checks every rule of SPEC sections 1, 5 and 6 that a graph must satisfy to have a meaning. Returns the first
+// violation as InvalidGraph, naming the tensor and the values, with location() the JSON pointer of the field.
+Status validate(const Graph& graph);
+
+// The attention scale the op uses: the attribute, or 1/sqrt(D_qk).
+float effective_attn_scale(const Graph& graph);
+
+}  // namespace rime

@@ -1,0 +1,60 @@
+// Capability rows (SPEC section 8): data, no logic. Each row says what one engine serves; one matcher compares
+// Facts to every row field by field and says, for each, accepted or the first field that failed with both
+// values. The rows live in rows/*.json and are embedded at build time; docs/capabilities.md is generated from
+// them.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rime/facts.hpp"
+#include "rime/status.hpp"
+
+namespace rime {
+
+struct CapabilityRow {
+  std::string id;
+  std::string engine;
+  std::string kind;  // "attention" (serves graphs) or "combine" (the split-KV second pass)
+  bool built = false;
+  int preference = 0;  // lower is preferred among accepted rows
+  std::string description;
+  int sm_lo = 0, sm_hi = 0;
+  bool needs_arch_specific = false;
+  std::vector<OpKind> ops;
+  std::vector<DataType> input_dtypes;
+  std::vector<std::string> o_formats;  // O dtypes, plus "NVFP4" / "MXFP8" for block-scaled O
+  std::vector<std::pair<int64_t, int64_t>> head_dims;  // (D_qk, D_v)
+  std::vector<std::string> masks;                      // causal, bottom_right, window, band, padding
+  std::vector<Layout> layouts;
+  bool needs_aligned16 = false;
+  bool sink = false, stats = false, amax_s = false, amax_o = false;
+  bool split_kv_supported = false;
+  std::vector<std::pair<int64_t, int64_t>> split_head_dims;
+  std::vector<int> split_counts;
+  std::vector<TileShape> tiles;
+  std::string notes;
+};
+
+// Every row, parsed once from the embedded rows/*.json, in id order.
+const std::vector<CapabilityRow>& capability_rows();
+// Parses one row document (exposed for tests and the docs generator).
+Result<CapabilityRow> parse_capability_row(const std::string& json_text);
+
+struct RowVerdict {
+  std::string row_id;
+  bool accepted = false;
+  std::string field;   // the first field that failed
+  std::string reason;  // "row sdpa_fp8_sm89: D_qk 96 not in {64, 128, 256}"
+};
+
+// Matches every attention row against the facts. Accepted rows come first, by preference, then the declines in
+// row order.
+std::vector<RowVerdict> match(const Facts& facts);
+// The verdict of one row (the combine row too).
+RowVerdict match_row(const CapabilityRow& row, const Facts& facts);
+// NotSupported listing every row's reason.
+Status not_supported(const Facts& facts, const std::vector<RowVerdict>& verdicts);
+
+}  // namespace rime

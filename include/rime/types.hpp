@@ -1,0 +1,57 @@
+// Data types and tensor descriptors of the rime graph model (SPEC section 1).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rime {
+
+enum class DataType : int {
+  FP32,
+  FP16,
+  BF16,
+  FP8_E4M3,
+  FP8_E5M2,
+  FP4_E2M1,  // two per byte, element 2j in the low nibble
+  FP8_E8M0,  // UE8M0 scale byte: 2^(e-127), 0xFF = NaN
+  INT32,
+  INT64,
+};
+
+inline constexpr DataType kAllDataTypes[] = {DataType::FP32,     DataType::FP16,     DataType::BF16,
+                                             DataType::FP8_E4M3, DataType::FP8_E5M2, DataType::FP4_E2M1,
+                                             DataType::FP8_E8M0, DataType::INT32,    DataType::INT64};
+
+std::string_view to_string(DataType type) noexcept;
+std::optional<DataType> parse_data_type(std::string_view name) noexcept;
+int bits_of(DataType type) noexcept;
+bool is_fp8(DataType type) noexcept;  // FP8_E4M3 or FP8_E5M2 (not the E8M0 scale type)
+bool is_f16(DataType type) noexcept;  // FP16 or BF16
+
+// A tensor of the graph. dims are logical; strides are in elements and give the physical layout. An FP4
+// tensor's strides are in FP4 elements too: its byte container halves the unit-stride extent and every other
+// stride, so those must be even.
+struct TensorDesc {
+  std::string name;
+  int64_t uid = 0;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  DataType dtype = DataType::FP32;
+  bool is_output = false;
+
+  // Row-major (last dim fastest) strides for dims.
+  static std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims);
+  // Strides of a [B, H, S, D] tensor stored as B, S, H, D (token-major, the layout of a fused projection).
+  static std::vector<int64_t> bshd_strides(const std::vector<int64_t>& bhsd_dims);
+
+  friend bool operator==(const TensorDesc& a, const TensorDesc& b) {
+    return a.name == b.name && a.uid == b.uid && a.dims == b.dims && a.strides == b.strides &&
+           a.dtype == b.dtype && a.is_output == b.is_output;
+  }
+  friend bool operator!=(const TensorDesc& a, const TensorDesc& b) { return !(a == b); }
+};
+
+}  // namespace rime

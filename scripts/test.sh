@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command of the README (and of CI through .ci/run): set up, build with warnings as errors, run every
+# CPU test, build the find_package consumer against an install, then the same tests under ASan + UBSan.
+# GPU tests are labelled `gpu`; without a GPU they report themselves skipped (see docs/testing.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DRIME_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+
+echo "== install + find_package(rime) consumer"
+rm -rf build/install build/consumer
+cmake --install build --prefix build/install >/dev/null
+cmake -S examples/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer >/dev/null
+build/consumer/rime_consumer | tail -n 1
+
+if [ "${RIME_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+  cmake -S . -B build-asan -G Ninja -DRIME_WERROR=ON -DRIME_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+fi
+
+echo "== tests"
+ctest --test-dir build --output-on-failure -j "$jobs"

@@ -1,0 +1,128 @@
+// analyze(): the one place that reads a graph to derive what every later stage needs.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "graph/geometry.hpp"
+#include "rime/facts.hpp"
+#include "status_macros.hpp"
+
+namespace rime {
+
+std::string DeviceDesc::arch_name() const { return fmt::format("sm_{}{}", arch, arch_specific ? "a" : ""); }
+
+Result<DeviceDesc> DeviceDesc::from_arch(std::string_view text, int sm_count) {
+  DeviceDesc d = h200();
+  std::string_view s = text;
+  if (s.substr(0, 3) == "sm_") s.remove_prefix(3);
+  bool specific = false;
+  if (!s.empty() && s.back() == 'a') {
+    specific = true;
+    s.remove_suffix(1);
+  }
+  int value = 0;
+  if (s.empty() || s.size() > 3) return Status(StatusCode::InvalidGraph, fmt::format("bad arch '{}'", text));
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      return Status(StatusCode::InvalidGraph, fmt::format("bad arch '{}' (expected e.g. sm_90a, sm_89)", text));
+    value = value * 10 + (c - '0');
+  }
+  if (value < 50 || value > 130)
+    return Status(StatusCode::InvalidGraph, fmt::format("arch '{}' is outside sm_50..sm_130", text));
+  if (sm_count < 1 || sm_count > 1024)
+    return Status(StatusCode::InvalidGraph, fmt::format("SM count {} is outside 1..1024", sm_count));
+  d.arch = value;
+  d.arch_specific = specific;
+  d.sm_count = sm_count;
+  d.name = "given by --arch/--sms";
+  return d;
+}
+
+std::string MaskFacts::describe() const {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : "+") + part; };
+  if (causal) add("causal");
+  if (window_left) add(fmt::format("window({})", *window_left));
+  if (band_right) add(fmt::format("band({})", *band_right));
+  if (padding) add("padding");
+  if (s.empty()) return "none";
+  if ((causal || window_left || band_right) && bottom_right) s += " (bottom-right)";
+  return s;
+}
+
+std::string Facts::o_format() const {
+  if (o_block_scale == 16) return "NVFP4";
+  if (o_block_scale == 32) return "MXFP8";
+  return std::string(to_string(o.dtype));
+}
+
+namespace {
+TensorFacts tensor_facts(const TensorDesc& t) {
+  TensorFacts f;
+  f.dtype = t.dtype;
+  f.layout = classify_layout(t.dims, t.strides);
+  // 16-byte vectors need every stride but the unit one to be a multiple of 16 bytes.
+  const int bits = bits_of(t.dtype);
+  for (size_t i = 0; i + 1 < t.strides.size(); ++i)
+    if (t.dims[i] > 1 && (t.strides[i] * bits) % 128 != 0) f.aligned16 = false;
+  if ((t.dims.back() * bits) % 128 != 0) f.aligned16 = false;
+  return f;
+}
+}  // namespace
+
+Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
+  RIME_RETURN_IF_ERROR(validate(graph));
+  const SdpaOp& op = *graph.op();
+  const SdpaAttributes& a = op.attributes;
+  const TensorDesc &q = *graph.operand(Role::Q), &k = *graph.operand(Role::K), &v = *graph.operand(Role::V),
+                   &o = *graph.operand(Role::O);
+  Facts f;
+  f.op = op.kind;
+  f.B = q.dims[0];
+  f.H_q = q.dims[1];
+  f.S_q = q.dims[2];
+  f.D_qk = q.dims[3];
+  f.H_kv = k.dims[1];
+  f.S_kv = k.dims[2];
+  f.D_v = v.dims[3];
+  f.group = f.H_q / f.H_kv;
+  f.q = tensor_facts(q);
+  f.k = tensor_facts(k);
+  f.v = tensor_facts(v);
+  f.o = tensor_facts(o);
+  f.is_fp8 = op.kind == OpKind::SdpaFp8;
+  f.is_mxfp8 = op.kind == OpKind::SdpaMxfp8;
+  f.mask.causal = a.causal;
+  f.mask.bottom_right = a.alignment == DiagonalAlignment::BottomRight;
+  f.mask.window_left = a.window_left;
+  f.mask.band_right = a.band_right;
+  f.mask.padding = a.padding_mask;
+  f.has_sink = graph.operand(Role::Sink) != nullptr;
+  f.wants_stats = graph.operand(Role::Stats) != nullptr;
+  f.stats_log2 = a.stats_log2;
+  f.wants_amax_s = graph.operand(Role::AmaxS) != nullptr;
+  f.wants_amax_o = graph.operand(Role::AmaxO) != nullptr;
+  if (const TensorDesc* sf = graph.operand(Role::SfO)) {
+    f.o_block_scale = o.dtype == DataType::FP4_E2M1 ? 16 : 32;
+    f.sf_o_layout = classify_sf_layout(sf->dims, sf->strides);
+    f.sf_o_rows = sf->dims[2];
+    f.sf_o_cols = sf->dims[3];
+  }
+  f.has_scale_o = graph.operand(Role::ScaleO) != nullptr;
+  f.decode = f.S_q == 1;
+  // Split-KV recombines normalized partials through their LSE, which every kernel can produce. Amax_S is the
+  // exception: each split normalizes P by its own l, so a max over partial P over-reports, and recovering it
+  // would need per-split row maxima in the workspace, which no engine writes.
+  if (f.wants_amax_s) {
+    f.split_ineligible_reason = "Amax_S is requested: a max over per-split P over-reports the recombined P";
+  } else {
+    f.split_eligible = true;
+  }
+  f.attn_scale = effective_attn_scale(graph);
+  f.pinned_split = a.split_kv;
+  f.pinned_tile = a.tile;
+  f.device = device;
+  return f;
+}
+
+}  // namespace rime

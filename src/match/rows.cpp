@@ -1,0 +1,106 @@
+// Reads the embedded capability rows. The rows are data; this file only parses them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "rime/rows.hpp"
+
+namespace rime {
+
+// Generated at build time from rows/*.json (cmake/embed_rows.cmake): a null-terminated list of documents.
+extern const char* const kEmbeddedRows[];
+
+namespace {
+using nlohmann::json;
+
+std::optional<Layout> parse_layout(const std::string& s) {
+  for (Layout l : {Layout::Bhsd, Layout::Bshd, Layout::DenseOther, Layout::Strided})
+    if (to_string(l) == s) return l;
+  return std::nullopt;
+}
+
+std::vector<std::pair<int64_t, int64_t>> pairs(const json& j) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& p : j) out.emplace_back(p.at(0).get<int64_t>(), p.at(1).get<int64_t>());
+  return out;
+}
+
+const std::vector<std::string> kMaskFeatures = {"causal", "bottom_right", "window", "band", "padding"};
+const std::vector<std::string> kOFormats = {"FP8_E4M3", "FP8_E5M2", "BF16", "FP16", "FP32", "NVFP4", "MXFP8"};
+}  // namespace
+
+Result<CapabilityRow> parse_capability_row(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    CapabilityRow r;
+    r.id = j.at("id").get<std::string>();
+    r.engine = j.at("engine").get<std::string>();
+    r.kind = j.at("kind").get<std::string>();
+    if (r.kind != "attention" && r.kind != "combine")
+      return Status(StatusCode::Internal, fmt::format("row {}: kind '{}'", r.id, r.kind));
+    r.built = j.at("built").get<bool>();
+    r.preference = j.at("preference").get<int>();
+    r.description = j.at("description").get<std::string>();
+    r.sm_lo = j.at("arch").at("lo").get<int>();
+    r.sm_hi = j.at("arch").at("hi").get<int>();
+    r.needs_arch_specific = j.at("arch").at("needs_arch_specific").get<bool>();
+    for (const auto& s : j.at("ops")) {
+      auto op = parse_op_kind(s.get<std::string>());
+      if (!op) return Status(StatusCode::Internal, fmt::format("row {}: op '{}'", r.id, s.get<std::string>()));
+      r.ops.push_back(*op);
+    }
+    for (const auto& s : j.at("input_dtypes")) {
+      auto t = parse_data_type(s.get<std::string>());
+      if (!t) return Status(StatusCode::Internal, fmt::format("row {}: dtype '{}'", r.id, s.get<std::string>()));
+      r.input_dtypes.push_back(*t);
+    }
+    for (const auto& s : j.at("o_formats")) {
+      r.o_formats.push_back(s.get<std::string>());
+      if (std::find(kOFormats.begin(), kOFormats.end(), r.o_formats.back()) == kOFormats.end())
+        return Status(StatusCode::Internal, fmt::format("row {}: O format '{}'", r.id, r.o_formats.back()));
+    }
+    r.head_dims = pairs(j.at("head_dims"));
+    for (const auto& s : j.at("masks")) {
+      r.masks.push_back(s.get<std::string>());
+      if (std::find(kMaskFeatures.begin(), kMaskFeatures.end(), r.masks.back()) == kMaskFeatures.end())
+        return Status(StatusCode::Internal, fmt::format("row {}: mask '{}'", r.id, r.masks.back()));
+    }
+    for (const auto& s : j.at("layouts")) {
+      auto l = parse_layout(s.get<std::string>());
+      if (!l) return Status(StatusCode::Internal, fmt::format("row {}: layout '{}'", r.id, s.get<std::string>()));
+      r.layouts.push_back(*l);
+    }
+    r.needs_aligned16 = j.at("needs_aligned16").get<bool>();
+    r.sink = j.at("sink").get<bool>();
+    r.stats = j.at("stats").get<bool>();
+    r.amax_s = j.at("amax_s").get<bool>();
+    r.amax_o = j.at("amax_o").get<bool>();
+    const json& split = j.at("split_kv");
+    r.split_kv_supported = split.at("supported").get<bool>();
+    r.split_head_dims = pairs(split.at("head_dims"));
+    r.split_counts = split.at("counts").get<std::vector<int>>();
+    for (const auto& t : j.at("tiles")) r.tiles.push_back({t.at("q").get<int>(), t.at("kv").get<int>()});
+    r.notes = j.at("notes").get<std::string>();
+    return r;
+  } catch (const std::exception& e) {
+    return Status(StatusCode::Internal, fmt::format("capability row does not parse: {}", e.what()));
+  }
+}
+
+const std::vector<CapabilityRow>& capability_rows() {
+  static const std::vector<CapabilityRow> rows = [] {
+    std::vector<CapabilityRow> out;
+    for (const char* const* doc = kEmbeddedRows; *doc; ++doc) {
+      Result<CapabilityRow> r = parse_capability_row(*doc);
+      // The rows are checked in and parsed by a unit test; a row that fails here is a build defect, and is
+      // left out (the test names it) rather than aborting the process.
+      if (r.ok()) out.push_back(std::move(r).value());
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    return out;
+  }();
+  return rows;
+}
+
+}  // namespace rime

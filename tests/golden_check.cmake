@@ -1,0 +1,18 @@
+# Runs COMMAND (|-separated) and compares its stdout with the file GOLDEN; with -DUPDATE=1 rewrites GOLDEN.
+string(REPLACE "|" ";" argv "${COMMAND}")
+execute_process(COMMAND ${argv} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(UPDATE)
+  file(WRITE "${GOLDEN}" "${out}")
+  return()
+endif()
+if(NOT EXISTS "${GOLDEN}")
+  message(FATAL_ERROR "missing golden ${GOLDEN}; run: cmake --build build --target update-goldens")
+endif()
+file(READ "${GOLDEN}" want)
+if(NOT "${out}" STREQUAL "${want}")
+  file(WRITE "${GOLDEN}.actual" "${out}")
+  execute_process(COMMAND diff -u "${GOLDEN}" "${GOLDEN}.actual" OUTPUT_VARIABLE d)
+  file(REMOVE "${GOLDEN}.actual")
+  message(FATAL_ERROR "output differs from ${GOLDEN} (exit ${rc}; stderr: ${err})\n${d}\n"
+                      "If the change is intended: cmake --build build --target update-goldens (or capabilities-doc)")
+endif()

@@ -1,0 +1,94 @@
+// The heuristics are pure functions: table-driven tests on the CPU.
+#include "catch.hpp"
+#include "heuristics/split_kv.hpp"
+#include "heuristics/tile.hpp"
+
+using namespace rime::heuristics;
+
+namespace {
+const std::vector<int> kPow2 = {1, 2, 4, 8, 16, 32, 64, 128};
+}
+
+TEST_CASE("the upstream worked example picks split 8", "[heuristics]") {
+  // 148 SMs, B=1, H=4, S_q=128, S_kv=2048 with 128-row and 128-key tiles: 4 CTAs, 16 KV tiles, 512 rows.
+  SplitChoice c = choose_split_kv({4, 16, 512, 148, kPow2});
+  CHECK(c.split == 8);
+  REQUIRE(c.candidates.size() == 4);  // 1, 2, 4, 8: capped at kv_tiles / 2
+  CHECK(c.candidates.back().split == 8);
+  CHECK(c.candidates[0].cost == Approx(16 + 2 + 0));
+  CHECK(c.candidates[3].cost == Approx(2 + 2 + 4 * 8 * 0.0625));
+}
+
+TEST_CASE("split-KV table", "[heuristics]") {
+  struct Row {
+    int64_t ctas, kv_tiles, rows;
+    int sms;
+    int expect;
+  };
+  const Row table[] = {
+      // decode, 64-key tiles: B x H_kv CTAs, 1 row tile each
+      {8, 2048, 32, 132, 16},     // B1 H32/8 S_kv 131072
+      {64, 512, 256, 132, 2},     // B8 H32/8 S_kv 32768
+      {1, 16, 1, 132, 8},         // B1 H1 S_kv 1024: capped by kv_tiles / 2
+      {512, 4096, 2048, 132, 16}, // B64 H8 S_kv 262144: 3.9 waves -> 63 waves of 62.06 trims the tail
+      {4, 2, 4, 132, 1},          // too few KV tiles to split
+      {2112, 16, 65536, 132, 1},  // prefill: plenty of CTAs
+  };
+  for (const Row& r : table) {
+    INFO("ctas " << r.ctas << " kv_tiles " << r.kv_tiles);
+    SplitChoice c = choose_split_kv({r.ctas, r.kv_tiles, r.rows, r.sms, kPow2});
+    CHECK(c.split == r.expect);
+  }
+}
+
+TEST_CASE("split choices obey the candidate rules over a decode sweep", "[heuristics]") {
+  for (int64_t B : {1, 2, 4, 8, 16, 32, 64})
+    for (int64_t s_kv : {1024, 4096, 16384, 65536, 262144})
+      for (int64_t group : {1, 2, 4, 8}) {
+        const int64_t h_kv = 32 / group, kv_tiles = s_kv / 64;
+        SplitChoice c = choose_split_kv({B * h_kv, kv_tiles, B * 32, 132, kPow2});
+        INFO("B " << B << " S_kv " << s_kv << " group " << group);
+        CHECK(c.split >= 1);
+        CHECK((c.split & (c.split - 1)) == 0);
+        CHECK((c.split == 1 || c.split <= kv_tiles / 2));
+        double best = 1e300;
+        int best_s = 0;
+        for (const auto& s : c.candidates)
+          if (s.cost < best) best = s.cost, best_s = s.split;
+        CHECK(c.split == best_s);  // the minimum, ties to the smaller split
+      }
+}
+
+TEST_CASE("split counts the row does not allow are not candidates", "[heuristics]") {
+  SplitChoice c = choose_split_kv({8, 2048, 32, 132, {1, 4}});
+  for (const auto& s : c.candidates) CHECK((s.split == 1 || s.split == 4));
+  CHECK(c.split == 4);
+}
+
+TEST_CASE("tile table", "[heuristics]") {
+  const std::vector<Tile> tiles = {{16, 64}, {64, 64}, {128, 64}};
+  struct Row {
+    int64_t rows, bh, d;
+    int elem;
+    int smem;
+    int expect_q;
+  };
+  const Row table[] = {
+      {4, 64, 128, 1, 232448, 16},       // decode with GQA 4
+      {8192, 64, 128, 1, 232448, 128},   // prefill B2 H32 S4096 (packed per kv head)
+      {1024, 16, 128, 1, 232448, 64},    // 128-row tiles would leave SMs idle
+      {8192, 64, 256, 2, 101376, 0},     // D 256 BF16 fits no tile in 99 KB (sm_89)
+      {8192, 64, 64, 2, 101376, 128},    // D 64 BF16 fits 128 rows in 99 KB
+  };
+  for (const Row& r : table) {
+    INFO("rows " << r.rows << " d " << r.d);
+    TileChoice c = choose_tile({r.rows, r.bh, r.d, r.d, r.elem, r.elem == 1, 132, r.smem, tiles});
+    if (r.expect_q == 0) {
+      CHECK_FALSE(c.tile.has_value());
+    } else {
+      REQUIRE(c.tile.has_value());
+      CHECK(c.tile->q == r.expect_q);
+    }
+  }
+  CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80);
+}

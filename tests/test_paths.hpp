@@ -1,0 +1,13 @@
+// Where the tests find the repository's files: RIME_SOURCE_DIR from the environment (for a build carried to
+// another machine), else the source directory this build was configured from.
+#pragma once
+#include <cstdlib>
+#include <string>
+
+namespace rime::test {
+inline std::string source_dir() {
+  if (const char* env = std::getenv("RIME_SOURCE_DIR")) return env;
+  return RIME_CONFIGURED_SOURCE_DIR;
+}
+inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name + ".json"; }
+}  // namespace rime::test

@@ -1,0 +1,268 @@
+// The table of bad graphs: each row patches an example (RFC 6902 JSON Patch) and names the status code, a
+// substring of the message and the JSON pointer the error must point at.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "catch.hpp"
+#include "rime/json.hpp"
+#include "test_paths.hpp"
+
+using namespace rime;
+using nlohmann::json;
+
+namespace {
+
+struct BadGraph {
+  const char* example;
+  const char* patch;  // JSON Patch applied to the example
+  StatusCode code;
+  const char* substring;
+  const char* location;
+};
+
+// fp8_prefill tensors: 0 Q, 1 K, 2 V, 3 descale_q, 4 descale_k, 5 descale_v, 6 descale_s, 7 scale_s, 8 scale_o,
+//   9 O, 10 Stats, 11 Amax_S, 12 Amax_O.
+// bf16_causal_sink: 0 Q, 1 K, 2 V, 3 sink, 4 O, 5 Stats.   fp16_window_padding: 0 Q, 1 K, 2 V, 3 seq_len_q,
+//   4 seq_len_kv, 5 O.   fp8_nvfp4_o_planes: 0-2 QKV, 3-8 scalars, 9 O, 10 sf_o, 11 Amax_O.
+// mxfp8_inputs: 0-2 QKV, 3 SF_Q, 4 SF_K, 5 SF_V, 6 O, 7 Amax_O.
+const BadGraph kBadGraphs[] = {
+    // shapes
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/1/dims/3","value":64}])", StatusCode::InvalidGraph,
+     "do not match Q's head dim 128", "/tensors/1/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims","value":[2,8,1024]},
+                        {"op":"replace","path":"/tensors/0/strides","value":[131072,128,1]}])",
+     StatusCode::InvalidGraph, "have rank 3", "/tensors/0/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/1/dims/1","value":3},
+                        {"op":"replace","path":"/tensors/2/dims/1","value":3}])",
+     StatusCode::InvalidGraph, "do not divide", "/tensors/1/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/2/dims/2","value":512}])", StatusCode::InvalidGraph,
+     "do not match K's sequence length 1024", "/tensors/2/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/9/dims/3","value":64}])", StatusCode::InvalidGraph,
+     "do not match V's head dim 128", "/tensors/9/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/1/dims/0","value":3}])", StatusCode::InvalidGraph,
+     "do not match Q's batch 2", "/tensors/1/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/9/dims/2","value":1000}])", StatusCode::InvalidGraph,
+     "do not match Q's sequence length 1024", "/tensors/9/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/9/dims/1","value":4}])", StatusCode::InvalidGraph,
+     "do not match Q's head count 8", "/tensors/9/dims"},
+    // tensor descriptors
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides/3","value":2}])", StatusCode::InvalidGraph,
+     "innermost stride 2", "/tensors/0/strides"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/2","value":-4}])", StatusCode::InvalidGraph,
+     "dim 2 is -4", "/tensors/0/dims/2"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/2","value":0}])", StatusCode::InvalidGraph,
+     "dims must be >= 1", "/tensors/0/dims/2"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides/1","value":0}])", StatusCode::InvalidGraph,
+     "strides must be >= 1", "/tensors/0/strides/1"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides","value":[1,1,1]}])", StatusCode::InvalidGraph,
+     "3 strides for 4 dims", "/tensors/0/strides"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims","value":[4294967296,4294967296,2,128]}])",
+     StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides","value":[4611686018427387904,131072,128,1]}])",
+     StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
+    {"fp8_prefill", R"([{"op":"remove","path":"/tensors/0/strides"},
+                        {"op":"replace","path":"/tensors/0/dims","value":[4294967296,4294967296,4294967296,128]}])",
+     StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/4/uid","value":4}])", StatusCode::InvalidGraph,
+     "uid 4 is already the uid of descale_q", "/tensors/4/uid"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/4/name","value":"descale_q"}])", StatusCode::InvalidGraph,
+     "used by two tensors", "/tensors/4/name"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims","value":[1,1,1,1,1,1,1,1,1]}])",
+     StatusCode::InvalidJson, "rank <= 8", "/tensors/0/dims"},
+    // dtypes
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dtype","value":"BF16"}])", StatusCode::InvalidGraph,
+     "dtype BF16 is not allowed for sdpa_fp8", "/tensors/0/dtype"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/2/dtype","value":"FP8_E5M2"}])", StatusCode::InvalidGraph,
+     "Q, K and V share one type", "/tensors/2/dtype"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/9/dtype","value":"INT32"}])", StatusCode::InvalidGraph,
+     "dtype INT32 is not allowed", "/tensors/9/dtype"},
+    {"bf16_causal_sink", R"([{"op":"replace","path":"/tensors/0/dtype","value":"FP8_E4M3"}])",
+     StatusCode::InvalidGraph, "dtype FP8_E4M3 is not allowed for sdpa", "/tensors/0/dtype"},
+    {"bf16_causal_sink", R"([{"op":"replace","path":"/tensors/4/dtype","value":"FP8_E4M3"}])",
+     StatusCode::InvalidGraph, "allowed: FP16, BF16", "/tensors/4/dtype"},
+    // scalars, sink, Stats, seq lens
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/3/dims","value":[1,1,1,2]}])", StatusCode::InvalidGraph,
+     "per-tensor scalar", "/tensors/3/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/4/dtype","value":"FP16"}])", StatusCode::InvalidGraph,
+     "dtype FP16 must be FP32", "/tensors/4/dtype"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/10/dims","value":[2,8,1024,2]},
+                        {"op":"replace","path":"/tensors/10/strides","value":[16384,2048,2,1]}])",
+     StatusCode::InvalidGraph, "one LSE per q row", "/tensors/10/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/10/dtype","value":"BF16"}])", StatusCode::InvalidGraph,
+     "Stats (Stats): dtype BF16 must be FP32", "/tensors/10/dtype"},
+    {"bf16_causal_sink", R"([{"op":"replace","path":"/tensors/3/dims","value":[1,8,1,1]}])",
+     StatusCode::InvalidGraph, "one logit per q head", "/tensors/3/dims"},
+    {"bf16_causal_sink", R"([{"op":"replace","path":"/tensors/3/dtype","value":"BF16"}])", StatusCode::InvalidGraph,
+     "sink (sink): dtype BF16 must be FP32", "/tensors/3/dtype"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/tensors/3/dtype","value":"INT64"}])",
+     StatusCode::InvalidGraph, "dtype INT64 must be INT32", "/tensors/3/dtype"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/tensors/4/dims","value":[5]}])", StatusCode::InvalidGraph,
+     "one length per batch", "/tensors/4/dims"},
+    // bindings
+    {"fp8_prefill", R"([{"op":"remove","path":"/op/inputs/descale_s"}])", StatusCode::InvalidGraph,
+     "sdpa_fp8 requires a descale_s operand", "/op/inputs/descale_s"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/inputs/SF_Q","value":4}])", StatusCode::InvalidGraph,
+     "SF_Q is not an operand of sdpa_fp8", "/op/inputs/SF_Q"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/op/kind","value":"sdpa"}])", StatusCode::InvalidGraph,
+     "descale_q is not an operand of sdpa", "/op/inputs/descale_q"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/op/inputs/K","value":77}])", StatusCode::InvalidGraph,
+     "names uid 77, which no tensor has", "/op/inputs/K"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/op/inputs/descale_k","value":4}])", StatusCode::InvalidGraph,
+     "bound as both descale_q and descale_k", "/op/inputs/descale_k"},
+    {"fp8_prefill", R"([{"op":"add","path":"/tensors/-","value":{"name":"extra","uid":99,"dims":[1],"dtype":"FP32"}}])",
+     StatusCode::InvalidGraph, "extra: uid 99 is not an operand", "/tensors/13/uid"},
+    {"fp8_prefill", R"([{"op":"remove","path":"/tensors/12/output"}])", StatusCode::InvalidGraph,
+     "bound as Amax_O (an output) but is_output is false", "/tensors/12/output"},
+    {"mxfp8_inputs", R"([{"op":"add","path":"/tensors/-","value":{"name":"Amax_S","uid":50,"dims":[1,1,1,1],"dtype":"FP32","output":true}},
+                         {"op":"add","path":"/op/outputs/Amax_S","value":50}])",
+     StatusCode::InvalidGraph, "Amax_S is not an operand of sdpa_mxfp8", "/op/outputs/Amax_S"},
+    // attributes
+    {"fp8_prefill", R"([{"op":"remove","path":"/op/attributes/generate_stats"}])", StatusCode::InvalidGraph,
+     "bound as Stats but generate_stats is false", "/op/outputs/Stats"},
+    {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/generate_stats","value":true}])",
+     StatusCode::InvalidGraph, "no Stats output is bound", "/op/attributes/generate_stats"},
+    {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/stats_log2","value":true}])",
+     StatusCode::InvalidGraph, "stats_log2 is true but no Stats", "/op/attributes/stats_log2"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/attributes/padding_mask","value":true}])", StatusCode::InvalidGraph,
+     "padding_mask needs both seq_len_q and seq_len_kv", "/op/attributes/padding_mask"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/padding_mask","value":false}])",
+     StatusCode::InvalidGraph, "padding_mask is false", "/op/inputs/seq_len_q"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/window_left","value":-3}])",
+     StatusCode::InvalidGraph, "window_left -3 is negative", "/op/attributes/window_left"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/causal","value":false},
+                                {"op":"add","path":"/op/attributes/band_right","value":-1}])",
+     StatusCode::InvalidGraph, "band_right -1 is negative", "/op/attributes/band_right"},
+    {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/band_right","value":4}])",
+     StatusCode::InvalidGraph, "causal is band_right 0", "/op/attributes/band_right"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/knobs","value":{"split_kv":0}}])", StatusCode::InvalidGraph,
+     "split_kv 0 is outside 1..1024", "/op/knobs/split_kv"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/knobs","value":{"tile":{"q":-64,"kv":64}}}])",
+     StatusCode::InvalidGraph, "tile -64x64 is outside", "/op/knobs/tile"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/knobs","value":{"tile":{"q":64}}}])", StatusCode::InvalidJson,
+     "missing required field 'kv'", "/op/knobs/tile/kv"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/attributes/attn_scale","value":1e39}])", StatusCode::InvalidJson,
+     "does not fit in FP32", "/op/attributes/attn_scale"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/attributes/alignment","value":"diagonal"}])",
+     StatusCode::InvalidJson, "unknown alignment 'diagonal'", "/op/attributes/alignment"},
+    // block-scaled O (SPEC section 5)
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/9/dtype","value":"BF16"}])",
+     StatusCode::InvalidGraph, "sf_o needs O FP4_E2M1 (NVFP4) or FP8_E4M3 (MXFP8)", "/op/outputs/sf_o"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/10/dtype","value":"FP8_E8M0"}])",
+     StatusCode::InvalidGraph, "dtype FP8_E8M0 must be FP8_E4M3", "/tensors/10/dtype"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/10/strides","value":[696320,8,320,2]}])",
+     StatusCode::InvalidGraph, "innermost stride 2", "/tensors/10/strides"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/10/strides","value":[700000,17408,8,1]}])",
+     StatusCode::InvalidGraph, "neither per-(b,h) planes nor token-major", "/tensors/10/strides"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/10/dims/2","value":2048},
+                               {"op":"replace","path":"/tensors/10/strides","value":[655360,16384,8,1]}])",
+     StatusCode::InvalidGraph, "R 2048 must be a multiple of 128 and >= 2176", "/tensors/10/dims"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/10/dims/3","value":4},
+                               {"op":"replace","path":"/tensors/10/strides","value":[348160,8704,4,1]}])",
+     StatusCode::InvalidGraph, "C 4 < 8", "/tensors/10/dims"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/9/strides/1","value":129}])",
+     StatusCode::InvalidGraph, "FP4_E2M1 stride 129 on dim 1 is odd", "/tensors/9/strides/1"},
+    {"fp8_mxfp8_o_token_major", R"([{"op":"replace","path":"/tensors/9/dtype","value":"FP8_E5M2"}])",
+     StatusCode::InvalidGraph, "sf_o needs O FP4_E2M1 (NVFP4) or FP8_E4M3 (MXFP8); O is FP8_E5M2", "/op/outputs/sf_o"},
+    // MXFP8 input scales (SPEC section 6)
+    {"mxfp8_inputs", R"([{"op":"replace","path":"/tensors/3/dtype","value":"FP8_E4M3"}])", StatusCode::InvalidGraph,
+     "SF_Q (SF_Q): dtype FP8_E4M3 must be FP8_E8M0", "/tensors/3/dtype"},
+    {"mxfp8_inputs", R"([{"op":"replace","path":"/tensors/5/dims/3","value":4},
+                         {"op":"replace","path":"/tensors/5/strides","value":[16384,512,4,1]}])",
+     StatusCode::InvalidGraph, "C 4 must be a multiple of 4 and >= 64", "/tensors/5/dims"},
+    {"mxfp8_inputs", R"([{"op":"replace","path":"/tensors/4/dims/2","value":2000},
+                         {"op":"replace","path":"/tensors/4/strides","value":[128000,8000,4,1]}])",
+     StatusCode::InvalidGraph, "R 2000 must be a multiple of 128", "/tensors/4/dims"},
+    {"mxfp8_inputs", R"([{"op":"replace","path":"/tensors/3/strides","value":[4,65536,1,1]}])",
+     StatusCode::InvalidGraph, "are not per-(b,h) planes", "/tensors/3/strides"},
+    {"mxfp8_inputs", R"([{"op":"remove","path":"/op/inputs/SF_V"}])", StatusCode::InvalidGraph,
+     "sdpa_mxfp8 requires a SF_V operand", "/op/inputs/SF_V"},
+    // schema
+    {"fp8_prefill", R"([{"op":"add","path":"/tensors/0/bogus","value":1}])", StatusCode::InvalidJson,
+     "unknown field 'bogus'", "/tensors/0/bogus"},
+    {"fp8_prefill", R"([{"op":"remove","path":"/tensors/0/dims"}])", StatusCode::InvalidJson,
+     "missing required field 'dims'", "/tensors/0/dims"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/uid","value":"one"}])", StatusCode::InvalidJson,
+     "expected an integer, found string", "/tensors/0/uid"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/1","value":8.5}])", StatusCode::InvalidJson,
+     "expected an integer, found number", "/tensors/0/dims/1"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/1","value":18446744073709551615}])",
+     StatusCode::InvalidJson, "does not fit in int64", "/tensors/0/dims/1"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dtype","value":"FP8"}])", StatusCode::InvalidJson,
+     "unknown dtype 'FP8'", "/tensors/0/dtype"},
+    {"fp8_prefill", R"([{"op":"add","path":"/tensors/0/output","value":"yes"}])", StatusCode::InvalidJson,
+     "expected a boolean, found string", "/tensors/0/output"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/op/kind","value":"flash"}])", StatusCode::InvalidJson,
+     "unknown op kind 'flash'", "/op/kind"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/inputs/Qx","value":1}])", StatusCode::InvalidJson,
+     "unknown input 'Qx'", "/op/inputs/Qx"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/inputs/O","value":10}])", StatusCode::InvalidJson,
+     "unknown input 'O'", "/op/inputs/O"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/rime_graph","value":2}])", StatusCode::InvalidJson,
+     "graph format version 2 is not supported", "/rime_graph"},
+    {"fp8_prefill", R"([{"op":"remove","path":"/op"}])", StatusCode::InvalidJson, "missing required field 'op'",
+     "/op"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors","value":{}}])", StatusCode::InvalidJson,
+     "expected an array, found object", "/tensors"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/name","value":""}])", StatusCode::InvalidGraph,
+     "name of length 0", "/tensors/0/name"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/op/inputs","value":[1,2]}])", StatusCode::InvalidJson,
+     "expected an object, found array", "/op/inputs"},
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("every bad graph gets its code, message and location", "[validate]") {
+  CHECK(sizeof(kBadGraphs) / sizeof(kBadGraphs[0]) >= 40);
+  for (const BadGraph& bad : kBadGraphs) {
+    INFO(bad.example << " " << bad.patch);
+    json doc = json::parse(read_file(test::example_path(bad.example)));
+    REQUIRE(graph_from_json(doc.dump()).ok());  // the unpatched example is valid
+    json patched = doc.patch(json::parse(bad.patch));
+    Result<Graph> g = graph_from_json(patched.dump());
+    REQUIRE_FALSE(g.ok());
+    CHECK(to_string(g.status().code()) == std::string(to_string(bad.code)));
+    INFO(g.status().message());
+    CHECK(g.status().message().find(bad.substring) != std::string::npos);
+    CHECK(g.status().location() == bad.location);
+  }
+}
+
+TEST_CASE("validate() on graphs built in C++", "[validate]") {
+  Graph g("cpp");
+  CHECK(validate(g).message().find("has no sdpa op") != std::string::npos);
+
+  const std::vector<int64_t> dims{1, 2, 64, 64};
+  SdpaOperands io;
+  io.q = g.add_tensor({"Q", 1, dims, TensorDesc::packed_strides(dims), DataType::FP16});
+  io.k = g.add_tensor({"K", 2, dims, TensorDesc::bshd_strides(dims), DataType::FP16});
+  io.v = g.add_tensor({"V", 3, dims, TensorDesc::packed_strides(dims), DataType::FP16});
+  io.o = g.add_tensor({"O", 4, dims, TensorDesc::packed_strides(dims), DataType::BF16, true});
+  REQUIRE(g.sdpa(io).ok());
+  CHECK(validate(g).ok());
+  CHECK(effective_attn_scale(g) == Approx(0.125f));
+
+  Graph bad_name = g;
+  bad_name.set_name("bad\x01name");
+  CHECK(validate(bad_name).message().find("printable ASCII") != std::string::npos);
+
+  SdpaAttributes nan_scale;
+  nan_scale.attn_scale = std::numeric_limits<float>::quiet_NaN();
+  Graph g2("nan");
+  g2.add_tensor({"Q", 1, dims, TensorDesc::packed_strides(dims), DataType::FP16});
+  g2.add_tensor({"K", 2, dims, TensorDesc::packed_strides(dims), DataType::FP16});
+  g2.add_tensor({"V", 3, dims, TensorDesc::packed_strides(dims), DataType::FP16});
+  g2.add_tensor({"O", 4, dims, TensorDesc::packed_strides(dims), DataType::FP16, true});
+  REQUIRE(g2.sdpa(io, nan_scale).ok());
+  Status s = validate(g2);
+  CHECK(s.code() == StatusCode::InvalidGraph);
+  CHECK(s.message().find("attn_scale nan is not finite") != std::string::npos);
+  CHECK(s.location() == "/op/attributes/attn_scale");
+}

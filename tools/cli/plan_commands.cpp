@@ -1,0 +1,165 @@
+// rime plan: facts, every row's verdict, the heuristic's candidates and the chosen configuration.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "rime/config.hpp"
+#include "rime/facts.hpp"
+#include "rime/rows.hpp"
+#include "runtime/driver.hpp"
+
+namespace rime::cli {
+
+Result<DeviceChoice> device_from_args(const Args& args) {
+  DeviceChoice out;
+  if (args.flag("arch") || args.flag("sms")) {
+    int sms = 132;
+    if (args.flag("sms")) {
+      try {
+        size_t used = 0;
+        sms = std::stoi(args.get("sms"), &used);
+        if (used != args.get("sms").size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        return Status(StatusCode::InvalidGraph, fmt::format("--sms '{}' is not an integer", args.get("sms")));
+      }
+    }
+    Result<DeviceDesc> d = DeviceDesc::from_arch(args.get("arch", "sm_90a"), sms);
+    if (!d.ok()) return d.status();
+    out.device = d.value();
+    out.source = "given by --arch/--sms";
+    return out;
+  }
+  Result<DeviceDesc> gpu = driver::query_device();
+  if (gpu.ok()) {
+    out.device = gpu.value();
+    out.source = "queried from the GPU";
+    out.has_gpu = true;
+  } else {
+    out.device = DeviceDesc::h200();
+    out.source = "no GPU (" + gpu.status().message() + "): H200 defaults";
+  }
+  return out;
+}
+
+namespace {
+
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
+void print_facts(const Facts& f) {
+  fmt::print("facts:\n");
+  fmt::print("  shape     B {}  H_q {}  H_kv {} (group {})  S_q {}  S_kv {}  D_qk {}  D_v {}\n", f.B, f.H_q, f.H_kv,
+             f.group, f.S_q, f.S_kv, f.D_qk, f.D_v);
+  fmt::print("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q.dtype), to_string(f.o.dtype), f.o_format());
+  fmt::print("  layouts   Q {}  K {}  V {}  O {}  (16-byte aligned: {})\n", to_string(f.q.layout),
+             to_string(f.k.layout), to_string(f.v.layout), to_string(f.o.layout),
+             yes_no(f.q.aligned16 && f.k.aligned16 && f.v.aligned16 && f.o.aligned16));
+  fmt::print("  mask      {}\n", f.mask.describe());
+  std::string outs = "O";
+  if (f.wants_stats) outs += f.stats_log2 ? ", Stats (log2)" : ", Stats";
+  if (f.wants_amax_s) outs += ", Amax_S";
+  if (f.wants_amax_o) outs += ", Amax_O";
+  if (f.o_block_scale)
+    outs += fmt::format(", sf_o ({} per {} d, {} [{}x{}])", f.o_block_scale == 16 ? "E4M3" : "UE8M0", f.o_block_scale,
+                        to_string(*f.sf_o_layout), f.sf_o_rows, f.sf_o_cols);
+  fmt::print("  outputs   {}\n", outs);
+  fmt::print("  sink {}  scale_o {}  decode {}  attn_scale {}\n", yes_no(f.has_sink), yes_no(f.has_scale_o),
+             yes_no(f.decode), f.attn_scale);
+  fmt::print("  split     {}\n", f.split_eligible ? "eligible" : "ineligible: " + f.split_ineligible_reason);
+  if (f.pinned_split) fmt::print("  pinned    split_kv {}\n", *f.pinned_split);
+  if (f.pinned_tile) fmt::print("  pinned    tile {}x{}\n", f.pinned_tile->q, f.pinned_tile->kv);
+}
+
+void print_verdicts(const std::vector<RowVerdict>& verdicts) {
+  fmt::print("rows:\n");
+  for (const RowVerdict& v : verdicts) {
+    if (v.accepted) fmt::print("  accepted  row {}\n", v.row_id);
+    else fmt::print("  declined  {}\n", v.reason);
+  }
+}
+
+void print_config(const Config& c) {
+  fmt::print("choice:\n");
+  fmt::print("  row       {} (engine {})\n", c.row_id, c.engine);
+  fmt::print("  tile      {}x{} ({})\n", c.tile.q, c.tile.kv, c.tile_reason);
+  fmt::print("  grid      {} packed rows per kv head -> {} row tiles; {} KV tiles\n", c.packed_rows, c.q_tiles,
+             c.kv_tiles);
+  fmt::print("  split_kv  {} ({})\n", c.split_kv, c.split_reason);
+  for (const SplitCandidate& s : c.split_candidates)
+    fmt::print("            candidate split {:<4} waves {:<5} cost {:.2f}{}\n", s.split, s.waves, s.cost,
+               s.split == c.split_kv ? "  <- chosen" : "");
+  fmt::print("  workspace {} bytes; shared memory {} bytes per CTA\n", c.workspace_bytes, c.smem_bytes);
+}
+
+nlohmann::json facts_json(const Facts& f) {
+  nlohmann::json j{{"op", to_string(f.op)},
+                   {"B", f.B}, {"H_q", f.H_q}, {"H_kv", f.H_kv}, {"group", f.group},
+                   {"S_q", f.S_q}, {"S_kv", f.S_kv}, {"D_qk", f.D_qk}, {"D_v", f.D_v},
+                   {"qkv_dtype", to_string(f.q.dtype)}, {"o_dtype", to_string(f.o.dtype)},
+                   {"o_format", f.o_format()},
+                   {"layouts", {to_string(f.q.layout), to_string(f.k.layout), to_string(f.v.layout), to_string(f.o.layout)}},
+                   {"mask", f.mask.describe()},
+                   {"has_sink", f.has_sink}, {"wants_stats", f.wants_stats}, {"stats_log2", f.stats_log2},
+                   {"wants_amax_s", f.wants_amax_s}, {"wants_amax_o", f.wants_amax_o},
+                   {"o_block_scale", f.o_block_scale}, {"has_scale_o", f.has_scale_o}, {"decode", f.decode},
+                   {"split_eligible", f.split_eligible}, {"split_ineligible_reason", f.split_ineligible_reason},
+                   {"attn_scale", f.attn_scale},
+                   {"arch", f.device.arch_name()}, {"sm_count", f.device.sm_count}};
+  if (f.sf_o_layout) j["sf_o_layout"] = to_string(*f.sf_o_layout);
+  return j;
+}
+
+}  // namespace
+
+int cmd_plan(const Args& args) {
+  Result<LoadedGraph> loaded = load_graph_arg(args);
+  const std::string source = args.positional.empty() ? "<default graph>" : args.positional[0];
+  if (!loaded.ok()) return report_failure(loaded.status(), args, source);
+  Result<DeviceChoice> dev = device_from_args(args);
+  if (!dev.ok()) return report_failure(dev.status(), args, source);
+  Result<Facts> facts = analyze(loaded->graph, dev->device);
+  if (!facts.ok()) return report_failure(facts.status(), args, source);
+  const std::vector<RowVerdict> verdicts = match(facts.value());
+  Result<Config> config = choose(facts.value(), verdicts);
+
+  if (args.flag("json")) {
+    nlohmann::json j{{"source", source}, {"graph", loaded->graph.name()}, {"device_source", dev->source}};
+    j["facts"] = facts_json(facts.value());
+    j["rows"] = nlohmann::json::array();
+    for (const RowVerdict& v : verdicts)
+      j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
+    if (config.ok()) {
+      const Config& c = config.value();
+      j["ok"] = true;
+      j["config"] = {{"row", c.row_id}, {"engine", c.engine}, {"tile", {{"q", c.tile.q}, {"kv", c.tile.kv}}},
+                     {"split_kv", c.split_kv}, {"split_reason", c.split_reason}, {"tile_reason", c.tile_reason},
+                     {"workspace_bytes", c.workspace_bytes}, {"smem_bytes", c.smem_bytes}};
+      j["config"]["split_candidates"] = nlohmann::json::array();
+      for (const SplitCandidate& s : c.split_candidates)
+        j["config"]["split_candidates"].push_back({{"split", s.split}, {"waves", s.waves}, {"cost", s.cost}});
+    } else {
+      j["ok"] = false;
+      j["code"] = to_string(config.status().code());
+      j["message"] = config.status().message();
+    }
+    fmt::print("{}\n", j.dump(2));
+    return config.ok() ? kExitOk : exit_code_for(config.status().code());
+  }
+
+  if (args.flag("explain")) {
+    fmt::print("graph '{}' ({}) on {}, {} SMs, {} bytes of shared memory per block ({})\n", loaded->graph.name(),
+               to_string(facts->op), facts->device.arch_name(), facts->device.sm_count, facts->device.smem_per_block,
+               dev->source);
+    print_facts(facts.value());
+    print_verdicts(verdicts);
+    if (config.ok()) print_config(config.value());
+  }
+  if (!config.ok()) return report_failure(config.status(), args, source);
+  const Config& c = config.value();
+  if (!args.flag("explain"))
+    fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes\n", source, c.row_id, c.tile.q, c.tile.kv,
+               c.split_kv, c.workspace_bytes);
+  return kExitOk;
+}
+
+}  // namespace rime::cli
