@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "embedded_files.hpp"
 #include "rime/rows.hpp"
 
 namespace rime {
-
-// Generated at build time from rows/*.json (cmake/embed_rows.cmake): a null-terminated list of documents.
-extern const char* const kEmbeddedRows[];
 
 namespace {
 using nlohmann::json;
@@ -91,8 +89,8 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
 const std::vector<CapabilityRow>& capability_rows() {
   static const std::vector<CapabilityRow> rows = [] {
     std::vector<CapabilityRow> out;
-    for (const char* const* doc = kEmbeddedRows; *doc; ++doc) {
-      Result<CapabilityRow> r = parse_capability_row(*doc);
+    for (const EmbeddedFile* doc = kEmbeddedRows; doc->path; ++doc) {
+      Result<CapabilityRow> r = parse_capability_row(doc->text);
       // The rows are checked in and parsed by a unit test; a row that fails here is a build defect, and is
       // left out (the test names it) rather than aborting the process.
       if (r.ok()) out.push_back(std::move(r).value());

@@ -79,6 +79,7 @@ Result<DeviceChoice> device_from_args(const Args& args);
 
 int cmd_validate(const Args& args);
 int cmd_plan(const Args& args);
+int cmd_run(const Args& args);
 int cmd_show(const Args& args);
 
 }  // namespace rime::cli

@@ -27,6 +27,15 @@ const std::vector<Command>& commands() {
        "every row's verdict, the split-KV candidates with their costs and the choice. The device is the GPU when "
        "there is one, else --arch/--sms, else an H200 (sm_90a, 132 SMs).",
        {kJsonOption, kExplainOption, kArchOption, kSmsOption}, cmd_plan},
+      {"run", "rime run [FILE] [--split N] [--no-check] [--bench] [--explain] [--json] [--arch ARCH --sms N]",
+       "Plan and compile the graph; on a GPU, execute it with fresh random inputs (poisoned outputs) and check every "
+       "output against the CPU reference (SPEC section 10; large shapes are checked on a sample of rows). Without a "
+       "GPU it plans, compiles and says that execution was skipped. --bench times the plan (median of CUDA events "
+       "after warm-up).",
+       {kJsonOption, kExplainOption, kArchOption, kSmsOption, {"split", true, "pin the split-KV count"},
+        {"seed", true, "seed of the random inputs (default 1)"}, {"no-check", false, "skip the reference check"},
+        {"bench", false, "time the plan"}, {"iterations", true, "timed runs with --bench (default 20)"}},
+       cmd_run},
       {"show", "rime show [FILE] [--json]",
        "Print a graph: its tensors, op, attributes and hash. --json prints the canonical JSON form.",
        {kJsonOption}, cmd_show},
@@ -41,7 +50,7 @@ void print_usage() {
       "       rime <command> --help\n\ncommands:\n",
       kVersion);
   for (const Command& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.synopsis);
-  fmt::print("\nWith no command, rime validates and shows the embedded default graph.\n"
+  fmt::print("\nWith no command, rime runs its main job on the embedded default graph: validate, plan --explain,\ncompile through the plan cache, and on a GPU execute and check against the CPU reference.\n"
              "Exit codes: 0 ok, 1 usage, 2 InvalidJson, 3 InvalidGraph, 4 NotSupported, 5 CompileFailed,\n"
              "6 CacheCorrupt, 7 CudaError, 8 Internal, 9 check failed (docs/cli.md).\n");
 }
@@ -145,11 +154,13 @@ int main(int argc, char** argv) {
   using namespace rime::cli;
   try {
     if (argc < 2) {
-      // The main job on the embedded default graph; later stages extend it (plan, compile, execute).
+      // The main job on the embedded default graph: validate, explain the plan, compile (through the cache), and
+      // on a GPU execute and check against the reference.
       Args args;
       int rc = cmd_validate(args);
       if (rc != kExitOk) return rc;
-      return cmd_show(args);
+      args.options["explain"] = "";
+      return cmd_run(args);
     }
     std::string name = argv[1];
     if (name == "--help" || name == "-h" || name == "help") {

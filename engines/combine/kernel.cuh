@@ -1,0 +1,86 @@
+// The split-KV combine (SPEC section 3). One warp per output row folds the split-major partials:
+//   M = max_k LSE_k (and the sink), w_k = LSE_k live ? exp(LSE_k - M) : 0, den = sum_k w_k (+ exp(sink - M)),
+//   O = sum_k w_k O_k / max(den, 1e-30), LSE = M + log(den).
+// The sink is added here, once; the splits never see it. The combine owns everything downstream of O: Amax_O
+// of the recombined rows, scale_o and the single cast.
+#pragma once
+
+#include "common/device.cuh"
+
+namespace rime_dev {
+
+constexpr int kCombineRowsPerBlock = 4;
+constexpr int kMaxSplits = 128;
+
+template <int kOut, int kDv, int kFeatures>
+__global__ void __launch_bounds__(32 * kCombineRowsPerBlock) sdpa_combine(const CombineParams p) {
+  static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
+  constexpr int kPairs = kDv / 64;
+  __shared__ float weights[kCombineRowsPerBlock][kMaxSplits];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const i64 row = i64(blockIdx.x) * kCombineRowsPerBlock + warp;
+  const i64 rows = i64(p.B) * p.H_q * p.S_q;
+  if (row >= rows) return;
+  const int i = int(row % p.S_q), h = int((row / p.S_q) % p.H_q), b = int(row / (i64(p.S_q) * p.H_q));
+  const i64 slot_stride = rows;  // partial slot (k * B + b) of row (h, i)
+  bool live_row = true;
+  if constexpr ((kFeatures & RIME_F_PADDING) != 0) live_row = i < p.seq_len_q[b];
+
+  float m = neg_inf();
+  for (int k = lane; k < p.num_splits; k += 32) m = fmaxf(m, p.lse_partial[k * slot_stride + row]);
+  m = warp_max(m);
+  float sink = neg_inf();
+  if constexpr ((kFeatures & RIME_F_SINK) != 0) {
+    sink = p.sink[h];
+    m = fmaxf(m, sink);
+  }
+  const bool any = live_row && m != neg_inf();
+  float den = 0.f;
+  for (int k = lane; k < p.num_splits; k += 32) {
+    const float lse = p.lse_partial[k * slot_stride + row];
+    const float w = (any && lse != neg_inf()) ? __expf(lse - m) : 0.f;  // select: never multiply a dead slot
+    weights[warp][k] = w;
+    den += w;
+  }
+  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+  if ((kFeatures & RIME_F_SINK) != 0 && any) den += __expf(sink - m);
+  __syncwarp();
+
+  float acc[kPairs][2];
+  for (int c = 0; c < kPairs; ++c) acc[c][0] = acc[c][1] = 0.f;
+  if (any) {
+    for (int k = 0; k < p.num_splits; ++k) {
+      const float w = weights[warp][k];
+      if (w == 0.f) continue;
+      const float* src = p.o_partial + (k * slot_stride + row) * kDv;
+      for (int c = 0; c < kPairs; ++c) {
+        const float2 v = *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane);
+        acc[c][0] += w * v.x;
+        acc[c][1] += w * v.y;
+      }
+    }
+  }
+  const float inv = any ? 1.f / fmaxf(den, 1e-30f) : 0.f;
+  float scale_o = 1.f;
+  if constexpr (kOut == RIME_T_E4M3 || kOut == RIME_T_E5M2) scale_o = p.scale_o[0];
+  const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+  float amax = 0.f;
+  for (int c = 0; c < kPairs; ++c) {
+    const float x = acc[c][0] * inv, y = acc[c][1] * inv;
+    amax = fmaxf(amax, fmaxf(fabsf(x), fabsf(y)));
+    store_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o);
+  }
+  if constexpr ((kFeatures & RIME_F_STATS) != 0) {
+    if (lane == 0) {
+      float lse = any ? m + __logf(den) : neg_inf();
+      if (p.stats_log2 && any) lse *= kLog2e;
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
+    }
+  }
+  if constexpr ((kFeatures & RIME_F_AMAX_O) != 0) {
+    amax = warp_max(amax);
+    if (lane == 0) atomic_max_nonneg(p.amax_o, amax);
+  }
+}
+
+}  // namespace rime_dev

@@ -1,0 +1,68 @@
+// Kernel parameter blocks, shared by the host launchers and the device code. Plain C layout, no includes, so
+// the same bytes mean the same thing to g++ and to NVRTC.
+#pragma once
+
+// Compile-time data type codes of the engines (template arguments).
+#define RIME_T_FP16 0
+#define RIME_T_BF16 1
+#define RIME_T_E4M3 2
+#define RIME_T_E5M2 3
+#define RIME_T_FP32 4
+
+// Compile-time feature bits of the attention kernels.
+#define RIME_F_SINK 1
+#define RIME_F_STATS 2
+#define RIME_F_AMAX_O 4
+#define RIME_F_AMAX_S 8
+#define RIME_F_SPLIT 16    // write fp32 partial O + LSE into the workspace; the combine finishes
+#define RIME_F_PADDING 32  // per-batch seq_len_q / seq_len_kv
+#define RIME_F_MASK 64     // causal / window / band bounds (their values are runtime parameters)
+
+struct SdpaParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* stats;
+  float* amax_o;  // zeroed by the plan before the launch; kernels atomically max into it
+  float* amax_s;
+  const float* sink;
+  const int* seq_len_q;
+  const int* seq_len_kv;
+  const float* descale_q;
+  const float* descale_k;
+  const float* descale_v;
+  const float* scale_o;
+  float* o_partial;    // split: [split][B][H_q][S_q][D_v]
+  float* lse_partial;  // split: [split][B][H_q][S_q]
+  long long q_stride[3];  // b, h, s (elements; d has unit stride)
+  long long k_stride[3];
+  long long v_stride[3];
+  long long o_stride[3];
+  long long stats_stride[3];
+  int B, H_q, H_kv, group, S_q, S_kv;
+  int packed_rows;  // S_q * group: the q heads of one kv head share a row tile
+  int num_splits;
+  float attn_scale;
+  int causal;       // 1: keys j > i + diag_shift (+ band_right) are masked
+  int band_right;   // -1: none
+  int window_left;  // -1: none; keys j < i + diag_shift - (window_left - 1) are masked
+  int diag_shift;   // S_kv - S_q for bottom-right alignment, else 0
+  int stats_log2;
+};
+
+struct CombineParams {
+  const float* o_partial;
+  const float* lse_partial;
+  void* o;
+  float* stats;
+  float* amax_o;
+  const float* sink;
+  const int* seq_len_q;
+  const float* scale_o;
+  long long o_stride[3];
+  long long stats_stride[3];
+  int B, H_q, S_q;
+  int num_splits;
+  int stats_log2;
+};

@@ -1,0 +1,157 @@
+#include "sdpa_mma/launch.hpp"
+
+#include <fmt/format.h>
+
+#include "graph/geometry.hpp"
+#include "heuristics/tile.hpp"
+
+namespace rime::engines {
+namespace {
+
+int type_code(DataType t) {
+  switch (t) {
+    case DataType::FP16: return RIME_T_FP16;
+    case DataType::BF16: return RIME_T_BF16;
+    case DataType::FP8_E4M3: return RIME_T_E4M3;
+    case DataType::FP8_E5M2: return RIME_T_E5M2;
+    default: return RIME_T_FP32;
+  }
+}
+
+int features(const Facts& f, bool split) {
+  int bits = 0;
+  if (f.has_sink) bits |= RIME_F_SINK;
+  if (f.wants_stats || split) bits |= RIME_F_STATS;
+  if (f.wants_amax_o) bits |= RIME_F_AMAX_O;
+  if (f.wants_amax_s) bits |= RIME_F_AMAX_S;
+  if (split) bits |= RIME_F_SPLIT;
+  if (f.mask.padding) bits |= RIME_F_PADDING;
+  if (f.mask.causal || f.mask.window_left || f.mask.band_right) bits |= RIME_F_MASK;
+  return bits;
+}
+
+void* buffer(const std::unordered_map<int64_t, void*>& buffers, const Graph& g, Role role) {
+  auto uid = g.op()->operand(role);
+  if (!uid) return nullptr;
+  auto it = buffers.find(*uid);
+  return it == buffers.end() ? nullptr : it->second;
+}
+
+void copy_strides(long long (&out)[3], const TensorDesc* t) {
+  for (int i = 0; i < 3; ++i) out[i] = t ? t->strides[i] : 0;
+}
+
+}  // namespace
+
+KernelSpec sdpa_mma_spec(const Facts& f, const Config& c, const std::string& arch) {
+  KernelSpec s;
+  s.engine = c.engine;
+  s.header = "sdpa_mma/kernel.cuh";
+  s.params_type = "SdpaParams";
+  s.arch = arch;
+  // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
+  // that one specialization serves every O dtype.
+  const bool split = c.split_kv > 1;
+  s.name_expression = fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}>", type_code(f.q.dtype),
+                                  split ? RIME_T_FP32 : type_code(f.o.dtype), f.D_qk, f.D_v, c.tile.q,
+                                  features(f, split));
+  return s;
+}
+
+KernelSpec combine_spec(const Facts& f, const std::string& arch) {
+  KernelSpec s;
+  s.engine = "combine";
+  s.header = "combine/kernel.cuh";
+  s.params_type = "CombineParams";
+  s.arch = arch;
+  const int bits = features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING);
+  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", type_code(f.o.dtype), f.D_v, bits);
+  return s;
+}
+
+Launch sdpa_mma_launch(const Facts& f, const Config& c) {
+  Launch l;
+  l.grid[0] = static_cast<unsigned>(c.q_tiles);
+  l.grid[1] = static_cast<unsigned>(f.H_kv);
+  l.grid[2] = static_cast<unsigned>(f.B * c.split_kv);
+  l.block = static_cast<unsigned>(c.tile.q * 2);
+  const int elem = f.is_fp8 || f.is_mxfp8 ? 1 : 2;
+  l.smem = static_cast<unsigned>(heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem, elem == 1));
+  return l;
+}
+
+Launch combine_launch(const Facts& f) {
+  constexpr int kRowsPerBlock = 4;  // engines/combine/kernel.cuh: kCombineRowsPerBlock
+  const int64_t rows = f.B * f.H_q * f.S_q;
+  return Launch{{static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 1, 1}, 32 * kRowsPerBlock, 0};
+}
+
+SdpaParams sdpa_mma_params(const Graph& g, const Facts& f, const Config& c,
+                           const std::unordered_map<int64_t, void*>& buffers, void* workspace) {
+  SdpaParams p{};
+  p.q = buffer(buffers, g, Role::Q);
+  p.k = buffer(buffers, g, Role::K);
+  p.v = buffer(buffers, g, Role::V);
+  p.o = buffer(buffers, g, Role::O);
+  p.stats = static_cast<float*>(buffer(buffers, g, Role::Stats));
+  p.amax_o = static_cast<float*>(buffer(buffers, g, Role::AmaxO));
+  p.amax_s = static_cast<float*>(buffer(buffers, g, Role::AmaxS));
+  p.sink = static_cast<const float*>(buffer(buffers, g, Role::Sink));
+  p.seq_len_q = static_cast<const int*>(buffer(buffers, g, Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(buffer(buffers, g, Role::SeqLenKv));
+  p.descale_q = static_cast<const float*>(buffer(buffers, g, Role::DescaleQ));
+  p.descale_k = static_cast<const float*>(buffer(buffers, g, Role::DescaleK));
+  p.descale_v = static_cast<const float*>(buffer(buffers, g, Role::DescaleV));
+  p.scale_o = static_cast<const float*>(buffer(buffers, g, Role::ScaleO));
+  if (c.split_kv > 1) {
+    const int64_t rows = f.B * f.H_q * f.S_q;
+    p.o_partial = static_cast<float*>(workspace);
+    p.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                             round_up(int64_t{c.split_kv} * rows * f.D_v * 4, 256));
+  }
+  copy_strides(p.q_stride, g.operand(Role::Q));
+  copy_strides(p.k_stride, g.operand(Role::K));
+  copy_strides(p.v_stride, g.operand(Role::V));
+  copy_strides(p.o_stride, g.operand(Role::O));
+  copy_strides(p.stats_stride, g.operand(Role::Stats));
+  p.B = static_cast<int>(f.B);
+  p.H_q = static_cast<int>(f.H_q);
+  p.H_kv = static_cast<int>(f.H_kv);
+  p.group = static_cast<int>(f.group);
+  p.S_q = static_cast<int>(f.S_q);
+  p.S_kv = static_cast<int>(f.S_kv);
+  p.packed_rows = static_cast<int>(c.packed_rows);
+  p.num_splits = c.split_kv;
+  p.attn_scale = f.attn_scale;
+  p.causal = f.mask.causal ? 1 : 0;
+  p.band_right = f.mask.band_right ? static_cast<int>(*f.mask.band_right) : -1;
+  p.window_left = f.mask.window_left ? static_cast<int>(*f.mask.window_left) : -1;
+  p.diag_shift = f.mask.bottom_right ? static_cast<int>(f.S_kv - f.S_q) : 0;
+  p.stats_log2 = f.stats_log2 ? 1 : 0;
+  return p;
+}
+
+CombineParams combine_params(const Graph& g, const Facts& f, const Config& c,
+                             const std::unordered_map<int64_t, void*>& buffers, void* workspace) {
+  CombineParams p{};
+  const int64_t rows = f.B * f.H_q * f.S_q;
+  p.o_partial = static_cast<const float*>(workspace);
+  p.lse_partial = reinterpret_cast<const float*>(static_cast<const char*>(workspace) +
+                                                 round_up(int64_t{c.split_kv} * rows * f.D_v * 4, 256));
+  p.o = buffer(buffers, g, Role::O);
+  p.stats = static_cast<float*>(buffer(buffers, g, Role::Stats));
+  p.amax_o = static_cast<float*>(buffer(buffers, g, Role::AmaxO));
+  p.sink = static_cast<const float*>(buffer(buffers, g, Role::Sink));
+  p.seq_len_q = static_cast<const int*>(buffer(buffers, g, Role::SeqLenQ));
+  p.scale_o = static_cast<const float*>(buffer(buffers, g, Role::ScaleO));
+  copy_strides(p.o_stride, g.operand(Role::O));
+  copy_strides(p.stats_stride, g.operand(Role::Stats));
+  p.B = static_cast<int>(f.B);
+  p.H_q = static_cast<int>(f.H_q);
+  p.S_q = static_cast<int>(f.S_q);
+  p.num_splits = c.split_kv;
+  p.stats_log2 = f.stats_log2 ? 1 : 0;
+  return p;
+}
+
+}  // namespace rime::engines

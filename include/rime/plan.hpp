@@ -1,0 +1,72 @@
+// Plans (SPEC section 9): a graph compiled for one device, cached, and executed many times.
+//
+//   rime::Result<rime::Plan> plan = rime::Plan::build(graph);       // analyze, match, choose, compile
+//   void* ws = my_alloc(plan->workspace_size());
+//   rime::Status st = plan->execute({{q_uid, q_ptr}, ...}, ws, stream);  // no allocation, sync or compile
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rime/config.hpp"
+#include "rime/facts.hpp"
+#include "rime/graph.hpp"
+#include "rime/status.hpp"
+
+namespace rime {
+
+struct PlanOptions {
+  // The device to plan for. Absent: the current GPU when there is one, else the H200 defaults (sm_90a, 132 SMs).
+  std::optional<DeviceDesc> device;
+};
+
+struct KernelInfo {
+  std::string role;  // "attention" or "combine"
+  std::string engine;
+  std::string name_expression;
+  std::string lowered_name;
+  std::string key;     // the plan-cache key (sha256 hex)
+  std::string arch;
+  std::string origin;  // "compiled", "disk" or "memory"
+  double compile_ms = 0;
+  int64_t cubin_bytes = 0;
+};
+
+class Plan {
+ public:
+  // Validates, analyzes, matches, chooses and compiles (through the cache). Works without a GPU; when the
+  // planned device is the current GPU, the kernels are also loaded so that execute() is ready.
+  static Result<Plan> build(const Graph& graph, const PlanOptions& options = {});
+  // Restores a plan from its JSON artifact without re-running the heuristics (the kernels come from the cache
+  // or are recompiled from their recorded specializations).
+  static Result<Plan> load(const std::string& artifact_json);
+  // The versioned, self-describing artifact (docs/plan-json.md).
+  std::string to_json() const;
+
+  const Graph& graph() const;
+  const Facts& facts() const;
+  const Config& config() const;
+  const std::vector<KernelInfo>& kernels() const;
+  // Bytes of device memory execute() needs as its workspace (0 when none).
+  int64_t workspace_size() const;
+
+  // Loads the kernels on the current GPU. CudaError without one, or when the plan is for another arch.
+  Status prepare();
+  bool prepared() const;
+
+  // Runs the plan on `stream` (a CUstream; nullptr is the legacy default stream). `buffers` maps every tensor
+  // uid of the graph to device memory. No allocation, no synchronisation, no compile: capturable in a CUDA
+  // graph. Outputs Amax_O / Amax_S are zeroed on the stream first.
+  Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
+
+  struct State;  // opaque; shared by copies of a plan (immutable once prepared)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace rime

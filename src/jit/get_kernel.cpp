@@ -1,0 +1,86 @@
+// get_kernel: memory -> disk -> NVRTC, with one compile per key across threads.
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "cache/disk_cache.hpp"
+#include "jit/kernel_spec.hpp"
+#include "log/log.hpp"
+
+namespace rime {
+namespace {
+
+// One slot per key. The first thread to ask compiles; the others wait on the slot's condition variable. A
+// failed compile is not cached: the next caller tries again.
+struct Slot {
+  bool busy = false;
+  std::shared_ptr<const CompiledKernel> kernel;
+  std::condition_variable done;
+};
+
+struct MemoryCache {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Slot>> slots;
+};
+
+MemoryCache& memory() {
+  static MemoryCache m;
+  return m;
+}
+
+}  // namespace
+
+void clear_memory_cache() {
+  std::lock_guard<std::mutex> lock(memory().mu);
+  memory().slots.clear();
+}
+
+Result<std::shared_ptr<const CompiledKernel>> get_kernel(const KernelSpec& spec) {
+  auto key = cache_key(spec);
+  if (!key.ok()) return key.status();
+  MemoryCache& m = memory();
+  std::shared_ptr<Slot> slot;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    auto& s = m.slots[key.value()];
+    if (!s) s = std::make_shared<Slot>();
+    slot = s;
+    slot->done.wait(lock, [&] { return !slot->busy; });
+    if (slot->kernel) return slot->kernel;
+    slot->busy = true;
+  }
+  auto finish = [&](std::shared_ptr<const CompiledKernel> k) {
+    std::lock_guard<std::mutex> lock(m.mu);
+    slot->kernel = std::move(k);
+    slot->busy = false;
+    slot->done.notify_all();
+  };
+
+  const cache::Settings& settings = cache::settings();
+  std::optional<cache::DiskCache> disk;
+  if (!settings.dir.empty()) disk.emplace(settings.dir, settings.max_bytes);
+  if (disk) {
+    if (auto hit = disk->load(spec, key.value())) {
+      log::debug("cache hit {} {} (disk)", spec.engine, key.value().substr(0, 16));
+      auto k = std::make_shared<const CompiledKernel>(std::move(*hit));
+      finish(k);
+      return std::shared_ptr<const CompiledKernel>(k);
+    }
+  }
+  Result<CompiledKernel> compiled = compile_uncached(spec);
+  if (!compiled.ok()) {
+    finish(nullptr);
+    return compiled.status();
+  }
+  log::info("compiled {} [{}] digest {} in {:.0f} ms for {}", spec.engine, spec.name_expression,
+            key.value().substr(0, 16), compiled->compile_ms, spec.arch);
+  if (disk) {
+    Status s = disk->store(compiled.value());
+    if (!s.ok()) log::warn("plan cache: {} (the kernel stays in memory)", s.message());
+  }
+  auto k = std::make_shared<const CompiledKernel>(std::move(compiled).value());
+  finish(k);
+  return std::shared_ptr<const CompiledKernel>(k);
+}
+
+}  // namespace rime

@@ -1,0 +1,42 @@
+// Internal: the double-precision CPU reference of SPEC sections 2-3, over host copies of the graph's tensors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "rime/facts.hpp"
+#include "rime/graph.hpp"
+
+namespace rime::reference {
+
+// Host bytes of each tensor, by uid, laid out as its TensorDesc says.
+using HostTensors = std::map<int64_t, std::vector<uint8_t>>;
+
+struct RowResult {
+  std::vector<double> o;  // D_v values, descale_v applied, scale_o NOT applied
+  double lse = 0;         // natural log; -inf for a dead row (sink value with a sink and no live key)
+  double max_p = 0;       // max_j P_ij (for Amax_S)
+  bool live = false;      // the row is inside seq_len_q (padded rows write O = 0, LSE = -inf)
+};
+
+// One row (b, h, i). With `kv_range` set, only keys in [first, last) take part and the sink is left out: the
+// partial a split writes (SPEC section 3).
+struct KvRange {
+  int64_t first, last;
+};
+RowResult attention_row(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b, int64_t h,
+                        int64_t i, const KvRange* kv_range = nullptr);
+
+// The keys of row i that no mask removes: [lo, hi) (hi <= lo: none).
+KvRange unmasked_keys(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b, int64_t i);
+
+// SPEC section 3's combine of per-split partials (O_k, LSE_k) plus the sink, for one row.
+RowResult combine_rows(const std::vector<RowResult>& partials, const double* sink);
+
+// Element offset of [b, h, s, d] in a tensor.
+inline int64_t offset_of(const TensorDesc& t, int64_t b, int64_t h, int64_t s, int64_t d) {
+  return b * t.strides[0] + h * t.strides[1] + s * t.strides[2] + d * t.strides[3];
+}
+
+}  // namespace rime::reference

@@ -1,0 +1,39 @@
+#include "runtime/module.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "runtime/driver.hpp"
+
+namespace rime::runtime {
+
+Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes) {
+  static std::mutex mu;
+  static std::map<std::string, CUmodule> modules;  // key -> module, for the life of the process
+  Status s = driver::ensure_context();
+  if (!s.ok()) return s;
+  const driver::Api* api = driver::api();
+  std::lock_guard<std::mutex> lock(mu);
+  CUmodule& module = modules[kernel.key];
+  if (!module) {
+    s = driver::check(api->cuModuleLoadData(&module, kernel.cubin.data()), "cuModuleLoadData");
+    if (!s.ok()) {
+      module = nullptr;
+      return Status(StatusCode::CudaError, fmt::format("{} ({} for {})", s.message(), kernel.spec.engine,
+                                                       kernel.spec.arch));
+    }
+  }
+  CUfunction fn = nullptr;
+  s = driver::check(api->cuModuleGetFunction(&fn, module, kernel.lowered_name.c_str()), "cuModuleGetFunction");
+  if (!s.ok()) return s;
+  if (smem_bytes > 48 * 1024) {
+    s = driver::check(api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
+                      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    if (!s.ok()) return s;
+  }
+  return fn;
+}
+
+}  // namespace rime::runtime

@@ -1,0 +1,46 @@
+// Internal: one checked run of a plan on the GPU: fresh random inputs, poisoned outputs, execute, download, and
+// compare with the CPU reference under the tolerances of SPEC section 10. Used by `rime run`, the GPU tests and
+// the benchmark.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/sdpa.hpp"
+#include "rime/plan.hpp"
+
+namespace rime::runtime {
+
+struct TrialInputs {
+  reference::HostTensors tensors;  // every input tensor's host bytes
+  uint64_t seed = 0;
+};
+// Random inputs for the graph: Q/K/V exactly representable in their dtype, descales in [0.5, 1.5], scale_o in
+// [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more).
+TrialInputs make_inputs(const Graph& graph, uint64_t seed);
+
+struct TrialOptions {
+  int64_t max_reference_rows = 4096;  // larger problems are checked on a random sample of rows
+  bool check = true;
+  int timing_iterations = 0;  // > 0: time that many executes after warm-up (median of CUDA events)
+};
+
+struct TrialReport {
+  bool passed = true;
+  std::vector<std::string> failures;  // first few problems found
+  int64_t rows_checked = 0, elements_checked = 0, elements_outside = 0;
+  double o_max_abs_err = 0, o_rel_l2 = 0, lse_max_abs_err = 0;
+  double amax_o_gpu = 0, amax_o_ref = 0, amax_s_gpu = 0, amax_s_ref = 0;
+  double median_ms = 0, tflops = 0, gbps = 0;
+  reference::HostTensors outputs;  // every output tensor's host bytes after the run
+};
+
+Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const TrialOptions& options);
+
+// Bytes a tensor occupies (its span, FP4 halved).
+int64_t tensor_bytes(const TensorDesc& t);
+// FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
+double attention_flops(const Facts& f);
+
+}  // namespace rime::runtime

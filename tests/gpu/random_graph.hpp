@@ -1,0 +1,130 @@
+// Random sdpa graphs for the GPU sweep: every feature the mma engines serve, drawn from a seed.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <random>
+#include <string>
+
+#include "rime/graph.hpp"
+
+namespace rime::test {
+
+struct GraphDraw {
+  Graph graph;
+  std::string description;
+};
+
+inline GraphDraw random_graph(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  };
+  auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  const bool fp8 = coin(0.6);
+  const DataType in = fp8 ? (coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
+                          : (coin(0.5) ? DataType::BF16 : DataType::FP16);
+  DataType out;
+  if (fp8) {
+    out = static_cast<DataType>(pick({int64_t(DataType::FP8_E4M3), int64_t(DataType::FP8_E5M2),
+                                      int64_t(DataType::BF16), int64_t(DataType::FP16)}));
+  } else {
+    out = coin(0.5) ? DataType::BF16 : DataType::FP16;
+  }
+  const int64_t D = pick({64, 128, 128, 256});
+  const int64_t group = pick({1, 1, 2, 4, 8});
+  const int64_t H_kv = pick({1, 2, 3});
+  const int64_t H_q = H_kv * group;
+  const int64_t B = pick({1, 2, 3});
+  const bool decode = coin(0.25);
+  const int64_t S_q = decode ? 1 : pick({1, 17, 64, 100, 128, 300});
+  const int64_t S_kv = pick({1, 50, 64, 129, 256, 300, 513});
+  const int layout = static_cast<int>(pick({0, 0, 1, 2}));  // bhsd, bshd, strided (padded rows)
+
+  Graph g(fmt::format("sweep_{}", seed));
+  auto strides_for = [&](std::vector<int64_t> dims) {
+    if (layout == 1) return TensorDesc::bshd_strides(dims);
+    if (layout == 2) {  // rows padded by 64 elements: a slice of a wider tensor
+      const int64_t row = dims[3] + 64;
+      return std::vector<int64_t>{dims[1] * dims[2] * row, dims[2] * row, row, 1};
+    }
+    return TensorDesc::packed_strides(dims);
+  };
+  int64_t uid = 0;
+  auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false) {
+    std::vector<int64_t> strides = dims.size() == 4 && dims[3] > 1 ? strides_for(dims) : TensorDesc::packed_strides(dims);
+    return g.add_tensor({name, ++uid, dims, strides, t, output});
+  };
+  SdpaAttributes a;
+  std::string mask;
+  const int mask_kind = static_cast<int>(pick({0, 1, 2, 3, 4}));
+  if (mask_kind == 1 || mask_kind == 3) {
+    a.causal = true;
+    mask += "causal ";
+  }
+  if (mask_kind == 2) {
+    a.band_right = pick({0, 5, 40});
+    mask += fmt::format("band{} ", *a.band_right);
+  }
+  if (mask_kind == 3 || (mask_kind == 4 && coin(0.5))) {
+    a.window_left = pick({1, 16, 100});
+    mask += fmt::format("window{} ", *a.window_left);
+  }
+  if (mask_kind != 0 && coin(0.5)) {
+    a.alignment = DiagonalAlignment::BottomRight;
+    mask += "br ";
+  }
+  const bool padding = coin(0.25);
+  const bool sink = coin(0.3);
+  const bool stats = coin(0.5);
+  a.stats_log2 = stats && coin(0.3);
+  if (coin(0.2)) a.attn_scale = 0.05f;
+  const int split = static_cast<int>(pick({0, 0, 1, 2, 4, 16}));  // 0: the heuristic; 16: often > KV tiles
+  if (split) a.split_kv = split;
+  const int tile = static_cast<int>(pick({0, 0, 16, 64, 128}));
+  if (tile) a.tile = TileShape{tile, 64};
+  a.padding_mask = padding;
+  a.generate_stats = stats;
+
+  const int64_t q = add("Q", {B, H_q, S_q, D}, in), k = add("K", {B, H_kv, S_kv, D}, in),
+                v = add("V", {B, H_kv, S_kv, D}, in), o = add("O", {B, H_q, S_q, D}, out, true);
+  std::optional<int64_t> sink_uid, lq, lkv, stats_uid, amax_o, amax_s;
+  if (sink) sink_uid = add("sink", {1, H_q, 1, 1}, DataType::FP32);
+  if (padding) {
+    lq = add("seq_len_q", {B}, DataType::INT32);
+    lkv = add("seq_len_kv", {B}, DataType::INT32);
+  }
+  if (stats) stats_uid = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
+  bool want_amax_s = false;
+  if (fp8) {
+    SdpaFp8Operands io;
+    io.q = q, io.k = k, io.v = v, io.o = o;
+    io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
+    io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
+    io.descale_v = add("descale_v", {1, 1, 1, 1}, DataType::FP32);
+    io.descale_s = add("descale_s", {1, 1, 1, 1}, DataType::FP32);
+    io.scale_s = add("scale_s", {1, 1, 1, 1}, DataType::FP32);
+    io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);
+    io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
+    if (coin(0.5)) io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
+    // Amax_S makes split ineligible; only draw it without a pinned split.
+    want_amax_s = !split && coin(0.3);
+    if (want_amax_s) io.amax_s = add("Amax_S", {1, 1, 1, 1}, DataType::FP32, true);
+    (void)g.sdpa_fp8(io, a, "attn");
+  } else {
+    SdpaOperands io;
+    io.q = q, io.k = k, io.v = v, io.o = o;
+    io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
+    (void)g.sdpa(io, a, "attn");
+  }
+  GraphDraw d;
+  d.graph = g;
+  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{} split {} "
+                              "tile {}",
+                              seed, to_string(in), to_string(out), B, H_q, H_kv, S_q, S_kv, D, layout, mask,
+                              padding ? " padding" : "", sink ? " sink" : "", stats ? " stats" : "",
+                              want_amax_s ? " amax_s" : "", split, tile);
+  return d;
+}
+
+}  // namespace rime::test

@@ -1,0 +1,228 @@
+// GPU tests (label gpu): the engines against the CPU reference with fresh random inputs and poisoned outputs.
+#include <fmt/format.h>
+
+#include <future>
+#include <thread>
+
+#include "catch.hpp"
+#include "test_paths.hpp"
+#include "random_graph.hpp"
+#include "reference/formats.hpp"
+#include "rime/json.hpp"
+#include "rime/plan.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/trial.hpp"
+
+using namespace rime;
+
+namespace {
+
+int sweep_size() {
+  const char* n = std::getenv("RIME_GPU_SWEEP");
+  return n ? std::atoi(n) : 240;
+}
+
+// Builds plans on several threads: the compiles dominate and NVRTC runs one compile per thread.
+std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
+  std::vector<std::future<Result<Plan>>> futures;
+  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<Result<Plan>> out;
+  for (size_t i = 0; i < graphs.size(); i += workers) {
+    futures.clear();
+    for (size_t j = i; j < std::min(graphs.size(), i + workers); ++j)
+      futures.push_back(std::async(std::launch::async, [&graphs, j] { return Plan::build(graphs[j]); }));
+    for (auto& f : futures) out.push_back(f.get());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compile the sweep's kernels (no GPU needed)", "[.compile]") {
+  std::vector<Graph> graphs;
+  for (int i = 0; i < sweep_size(); ++i) graphs.push_back(test::random_graph(1000 + i).graph);
+  int built = 0;
+  for (const auto& p : build_plans(graphs)) built += p.ok();
+  fmt::print("compiled the plans of {} of {} sweep graphs\n", built, graphs.size());
+}
+
+TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
+  const int n = sweep_size();
+  std::vector<test::GraphDraw> draws;
+  std::vector<Graph> graphs;
+  for (int i = 0; i < n; ++i) {
+    draws.push_back(test::random_graph(1000 + i));
+    graphs.push_back(draws.back().graph);
+  }
+  std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, declined = 0;
+  std::map<std::string, int> splits;
+  for (int i = 0; i < n; ++i) {
+    INFO(draws[i].description);
+    if (!plans[i].ok()) {
+      // Declines are legal only for the documented reasons (e.g. a pinned tile that does not fit).
+      INFO(plans[i].status().to_string());
+      CHECK(plans[i].status().code() == StatusCode::NotSupported);
+      ++declined;
+      continue;
+    }
+    const Plan& plan = plans[i].value();
+    REQUIRE(plan.prepared());
+    runtime::TrialOptions opt;
+    opt.max_reference_rows = 2048;
+    Result<runtime::TrialReport> rep = runtime::run_trial(plan, runtime::make_inputs(plan.graph(), 7000 + i), opt);
+    REQUIRE(rep.ok());
+    std::string failures;
+    for (const auto& f : rep->failures) failures += "\n  " + f;
+    INFO("split " << plan.config().split_kv << " tile " << plan.config().tile.q << failures);
+    CHECK(rep->passed);
+    passed += rep->passed;
+    splits[plan.config().split_kv > 1 ? "split" : "unsplit"]++;
+  }
+  fmt::print("sweep: {} configurations, {} passed, {} declined; {} split plans, {} unsplit\n", n, passed, declined,
+             splits["split"], splits["unsplit"]);
+  CHECK(declined < n / 10);
+}
+
+TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {
+  Result<Graph> base = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(base.ok());
+  // 8192 keys = 128 KV tiles; 256 splits would exceed the row's domain, so 128 (one tile each) is the max, and a
+  // short variant below covers empty chunks.
+  for (int64_t s_kv : {8192, 100}) {
+    Graph g = base.value();
+    SdpaOp op = *g.op();
+    Graph shaped(g.name());
+    for (TensorDesc t : g.tensors()) {
+      if (t.name == "K" || t.name == "V") {
+        t.dims[2] = s_kv;
+        t.strides = TensorDesc::packed_strides(t.dims);
+      }
+      shaped.add_tensor(t);
+    }
+    REQUIRE(shaped.set_op(op).ok());
+    std::vector<runtime::TrialReport> reports;
+    const runtime::TrialInputs inputs = runtime::make_inputs(shaped, 99);
+    for (int split : {1, 2, 8, 128}) {
+      SdpaOp pinned = op;
+      pinned.attributes.split_kv = split;
+      Graph gs(g.name());
+      for (const TensorDesc& t : shaped.tensors()) gs.add_tensor(t);
+      REQUIRE(gs.set_op(pinned).ok());
+      REQUIRE(validate(gs).ok());
+      Result<Plan> plan = Plan::build(gs);
+      INFO("S_kv " << s_kv << " split " << split << ": " << plan.status().to_string());
+      REQUIRE(plan.ok());
+      Result<runtime::TrialReport> rep = runtime::run_trial(plan.value(), inputs, {});
+      REQUIRE(rep.ok());
+      for (const auto& f : rep->failures) INFO(f);
+      CHECK(rep->passed);
+      reports.push_back(rep.value());
+    }
+    // Split results equal the unsplit kernel's within the FP8 criterion of SPEC section 10 (each split quantizes
+    // P on its own row max, so the two differ by FP8 rounding, not more).
+    const TensorDesc& o = *shaped.operand(Role::O);
+    const auto& ref = reports[0].outputs.at(o.uid);
+    const int64_t n = static_cast<int64_t>(ref.size()) / 2;
+    for (size_t r = 1; r < reports.size(); ++r) {
+      const auto& got = reports[r].outputs.at(o.uid);
+      int64_t outside = 0;
+      double err2 = 0, ref2 = 0;
+      for (int64_t e = 0; e < n; ++e) {
+        const double a = reference::load_element(o.dtype, ref.data(), e), b = reference::load_element(o.dtype, got.data(), e);
+        if (!(std::fabs(a - b) <= 0.08 + 0.2 * std::fabs(a))) ++outside;
+        err2 += (a - b) * (a - b);
+        ref2 += a * a;
+      }
+      INFO("split variant " << r << " S_kv " << s_kv << ": " << outside << " outside, rel L2 " << std::sqrt(err2 / ref2));
+      CHECK(static_cast<double>(outside) <= 1e-5 * static_cast<double>(n));
+      CHECK(std::sqrt(err2 / ref2) < 0.05);
+    }
+  }
+}
+
+TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[gpu][graph]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  Result<Plan> plan = Plan::build(g.value());
+  REQUIRE(plan.ok());
+  REQUIRE(plan->config().split_kv > 1);  // the capture covers the attention kernel and the combine
+  const driver::Api* api = driver::api();
+  const Graph& graph = plan->graph();
+  std::unordered_map<int64_t, void*> buffers;
+  std::vector<CUdeviceptr> allocations;
+  for (const TensorDesc& t : graph.tensors()) {
+    CUdeviceptr p = 0;
+    REQUIRE(api->cuMemAlloc(&p, static_cast<size_t>(runtime::tensor_bytes(t))) == CUDA_SUCCESS);
+    allocations.push_back(p);
+    buffers[t.uid] = reinterpret_cast<void*>(p);
+  }
+  CUdeviceptr ws = 0;
+  REQUIRE(api->cuMemAlloc(&ws, static_cast<size_t>(plan->workspace_size())) == CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  REQUIRE(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+
+  auto upload = [&](const runtime::TrialInputs& in) {
+    for (const auto& [uid, bytes] : in.tensors)
+      REQUIRE(api->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffers[uid]), bytes.data(), bytes.size()) == CUDA_SUCCESS);
+    for (const TensorDesc& t : graph.tensors())
+      if (t.is_output)
+        REQUIRE(api->cuMemsetD8(reinterpret_cast<CUdeviceptr>(buffers[t.uid]), 0xFF,
+                                static_cast<size_t>(runtime::tensor_bytes(t))) == CUDA_SUCCESS);
+  };
+  runtime::TrialInputs first = runtime::make_inputs(graph, 1), second = runtime::make_inputs(graph, 2);
+  upload(first);
+  REQUIRE(api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+  Status st = plan->execute(buffers, reinterpret_cast<void*>(ws), stream);
+  CUgraph cg = nullptr;
+  REQUIRE(api->cuStreamEndCapture(stream, &cg) == CUDA_SUCCESS);
+  REQUIRE(st.ok());
+  CUgraphExec exec = nullptr;
+  REQUIRE(api->cuGraphInstantiate(&exec, cg, 0) == CUDA_SUCCESS);
+  // New contents in the same buffers, then replay: the result must be the reference's for the NEW inputs.
+  upload(second);
+  REQUIRE(api->cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(api->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  const TensorDesc& o = *graph.operand(Role::O);
+  std::vector<uint8_t> out(static_cast<size_t>(runtime::tensor_bytes(o)));
+  REQUIRE(api->cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(buffers[o.uid]), out.size()) == CUDA_SUCCESS);
+  // An FP8 graph: SPEC section 10's FP8 criterion, element by element, against the second inputs' reference.
+  const Facts& f = plan->facts();
+  int64_t outside = 0, n = 0;
+  for (int64_t b = 0; b < f.B; ++b)
+    for (int64_t h = 0; h < f.H_q; ++h) {
+      reference::RowResult ref = reference::attention_row(graph, f, second.tensors, b, h, 0);
+      for (int64_t d = 0; d < f.D_v; ++d, ++n) {
+        const double got = reference::load_element(o.dtype, out.data(), reference::offset_of(o, b, h, 0, d));
+        REQUIRE(std::isfinite(got));
+        if (!(std::fabs(got - ref.o[d]) <= 0.08 + 0.2 * std::fabs(ref.o[d]))) ++outside;
+      }
+    }
+  CHECK(static_cast<double>(outside) <= 1e-5 * static_cast<double>(n));
+  // And it is not the first inputs' result.
+  reference::RowResult first_ref = reference::attention_row(graph, f, first.tensors, 0, 0, 0);
+  double diff = 0;
+  for (int64_t d = 0; d < f.D_v; ++d)
+    diff = std::max(diff, std::fabs(reference::load_element(o.dtype, out.data(), reference::offset_of(o, 0, 0, 0, d)) -
+                                    first_ref.o[d]));
+  CHECK(diff > 0.05);
+  api->cuGraphExecDestroy(exec);
+  api->cuGraphDestroy(cg);
+  api->cuStreamDestroy(stream);
+  for (CUdeviceptr p : allocations) api->cuMemFree(p);
+  api->cuMemFree(ws);
+}
+
+TEST_CASE("every example runs and checks", "[gpu][examples]") {
+  for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding"}) {
+    INFO(name);
+    Result<Graph> g = load_graph_file(test::example_path(name));
+    REQUIRE(g.ok());
+    Result<Plan> plan = Plan::build(g.value());
+    REQUIRE(plan.ok());
+    Result<runtime::TrialReport> rep = runtime::run_trial(plan.value(), runtime::make_inputs(g.value(), 3), {});
+    REQUIRE(rep.ok());
+    for (const auto& f : rep->failures) INFO(f);
+    CHECK(rep->passed);
+  }
+}
