@@ -18,7 +18,7 @@ SplitChoice choose_split_kv(const SplitProblem& p, const SplitCostModel& m) {
     if (s > 1 && std::find(p.allowed.begin(), p.allowed.end(), static_cast<int>(s)) == p.allowed.end()) continue;
     SplitScore score;
     score.split = static_cast<int>(s);
-    score.waves = ceil_div(p.ctas_per_split * s, p.sm_count);
+    score.waves = ceil_div(p.ctas_per_split * s, int64_t{p.sm_count} * std::max(1, p.ctas_per_sm));
     score.cost = static_cast<double>(score.waves) * (static_cast<double>(ceil_div(p.kv_tiles, s)) + m.c_tile);
     if (s > 1) score.cost += static_cast<double>(ceil_div(p.rows, p.sm_count) * s) * m.c_combine;
     choice.candidates.push_back(score);

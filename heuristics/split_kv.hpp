@@ -23,6 +23,9 @@ struct SplitProblem {
   int64_t rows = 0;            // S_q * H_q * B: rows the combine folds
   int sm_count = 0;
   std::vector<int> allowed;  // split counts the row is wired for (1 is always allowed)
+  // CTAs one SM runs at once. The upstream model assumes 1; our decode CTAs are one warp and several share an
+  // SM, so a wave holds sm_count * ctas_per_sm CTAs.
+  int ctas_per_sm = 1;
 };
 
 struct SplitScore {
@@ -39,7 +42,7 @@ struct SplitChoice {
 int64_t next_pow2(int64_t x);
 
 // Candidates s = 1, 2, 4, ... up to min(next_pow2(SMs), kv_tiles / 2) (and in `allowed`);
-// waves(s) = ceil(ctas * s / SMs); cost(s) = waves(s) * (ceil(kv_tiles / s) + c_tile)
+// waves(s) = ceil(ctas * s / (SMs * ctas_per_sm)); cost(s) = waves(s) * (ceil(kv_tiles / s) + c_tile)
 //   + ceil(rows / SMs) * s * c_combine. The minimum wins; ties go to the smaller s.
 SplitChoice choose_split_kv(const SplitProblem& problem, const SplitCostModel& model = {});
 

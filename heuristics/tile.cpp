@@ -14,6 +14,13 @@ int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, 
   return q + kv + vt;
 }
 
+int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
+  const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
+  const int64_t by_regs = 65536 / (int64_t{threads} * 256);
+  const int64_t by_warps = 64 / std::max<int64_t>(1, threads / 32);
+  return static_cast<int>(std::max<int64_t>(1, std::min({by_smem, by_regs, by_warps, int64_t{32}})));
+}
+
 TileChoice choose_tile(const TileProblem& p) {
   std::vector<Tile> fitting;
   for (const Tile& t : p.allowed)
@@ -24,14 +31,27 @@ TileChoice choose_tile(const TileProblem& p) {
     c.reason = "no allowed tile fits in " + std::to_string(p.smem_per_block) + " bytes of shared memory";
     return c;
   }
+  // Among tiles with q rows, the one with the largest KV tile (fewer barriers per key).
   auto find_q = [&](int q) -> std::optional<Tile> {
+    std::optional<Tile> best;
     for (const Tile& t : fitting)
-      if (t.q == q) return t;
-    return std::nullopt;
+      if (t.q == q && (!best || t.kv > best->kv)) best = t;
+    return best;
   };
   if (p.packed_rows <= 16 && find_q(16)) {
-    c.tile = find_q(16);
-    c.reason = "packed rows " + std::to_string(p.packed_rows) + " <= 16: one warp per CTA";
+    // Decode is bandwidth-bound with single-warp CTAs: the 16-row tile whose shared memory lets an SM hold the
+    // most CTAs keeps the most loads in flight (16x32 holds 8 FP8 CTAs where 16x64 holds 4).
+    Tile best{};
+    int best_ctas = 0;
+    for (const Tile& t : fitting) {
+      if (t.q != 16) continue;
+      const int n = ctas_per_sm(sdpa_mma_smem_bytes(t.q, t.kv, p.d_qk, p.d_v, p.elem_bytes, p.transpose_v), 32,
+                                p.smem_per_sm);
+      if (n > best_ctas || (n == best_ctas && t.kv > best.kv)) best = t, best_ctas = n;
+    }
+    c.tile = best;
+    c.reason = "packed rows " + std::to_string(p.packed_rows) + " <= 16: one warp per CTA, " +
+               std::to_string(best_ctas) + " CTAs per SM";
     return c;
   }
   const int64_t ctas128 = (p.packed_rows + 127) / 128 * p.batch_heads;

@@ -17,6 +17,11 @@ struct Tile {
 // spread rows over the banks, and for FP8 one transposed V tile (mma.sync's B operand wants V k-major).
 int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v);
 
+// CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
+// of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
+// kernels until the compiler's figure is fed back) and the 64-warp limit.
+int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm);
+
 struct TileProblem {
   int64_t packed_rows = 0;  // S_q * group: GQA packs the q heads of one kv head into the row tile
   int64_t batch_heads = 0;  // B * H_kv
@@ -25,6 +30,7 @@ struct TileProblem {
   bool transpose_v = false;
   int sm_count = 0;
   int smem_per_block = 0;
+  int smem_per_sm = 228 * 1024;
   std::vector<Tile> allowed;
 };
 
@@ -33,7 +39,8 @@ struct TileChoice {
   std::string reason;
 };
 
-// 16 rows (one warp) when the packed rows fit in 16 (decode); else 128 rows when 128-row tiles still give at
+// 16 rows (one warp) when the packed rows fit in 16 (decode), with the KV tile that fits the most CTAs per SM;
+// else 128 rows when 128-row tiles still give at
 // least one full wave of CTAs, else 64. Only tiles that fit smem_per_block are considered.
 TileChoice choose_tile(const TileProblem& problem);
 

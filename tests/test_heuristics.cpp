@@ -66,7 +66,7 @@ TEST_CASE("split counts the row does not allow are not candidates", "[heuristics
 }
 
 TEST_CASE("tile table", "[heuristics]") {
-  const std::vector<Tile> tiles = {{16, 64}, {64, 64}, {128, 64}};
+  const std::vector<Tile> tiles = {{16, 32}, {16, 64}, {64, 64}, {128, 64}};
   struct Row {
     int64_t rows, bh, d;
     int elem;
@@ -77,12 +77,13 @@ TEST_CASE("tile table", "[heuristics]") {
       {4, 64, 128, 1, 232448, 16},       // decode with GQA 4
       {8192, 64, 128, 1, 232448, 128},   // prefill B2 H32 S4096 (packed per kv head)
       {1024, 16, 128, 1, 232448, 64},    // 128-row tiles would leave SMs idle
-      {8192, 64, 256, 2, 101376, 0},     // D 256 BF16 fits no tile in 99 KB (sm_89)
+      {8192, 64, 256, 2, 101376, 16},    // D 256 BF16 on sm_89 (99 KB): only 16x32 fits
       {8192, 64, 64, 2, 101376, 128},    // D 64 BF16 fits 128 rows in 99 KB
   };
+  CHECK_FALSE(choose_tile({8192, 64, 256, 256, 2, false, 132, 40000, 233472, tiles}).tile.has_value());
   for (const Row& r : table) {
     INFO("rows " << r.rows << " d " << r.d);
-    TileChoice c = choose_tile({r.rows, r.bh, r.d, r.d, r.elem, r.elem == 1, 132, r.smem, tiles});
+    TileChoice c = choose_tile({r.rows, r.bh, r.d, r.d, r.elem, r.elem == 1, 132, r.smem, 233472, tiles});
     if (r.expect_q == 0) {
       CHECK_FALSE(c.tile.has_value());
     } else {
@@ -91,4 +92,10 @@ TEST_CASE("tile table", "[heuristics]") {
     }
   }
   CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80);
+  // Decode picks the KV tile that fits the most single-warp CTAs per SM.
+  TileChoice decode = choose_tile({4, 64, 128, 128, 1, true, 132, 232448, 233472, tiles});
+  REQUIRE(decode.tile.has_value());
+  CHECK(decode.tile->kv == 32);
+  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true), 32, 233472) == 8);
+  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 64, 128, 128, 1, true), 32, 233472) == 4);
 }

@@ -138,7 +138,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     json doc = example_json("fp8_decode_gqa");
     doc["op"]["knobs"] = {{"tile", {{"q", 32}, {"kv", 32}}}};
     CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm89").reason ==
-          "row sdpa_fp8_sm89: tile 32x32 not in {16x64, 64x64, 128x64}");
+          "row sdpa_fp8_sm89: tile 32x32 not in {16x32, 16x64, 64x64, 128x64}");
   }
   SECTION("a pinned split on a row not wired for split") {
     json doc = example_json("fp8_decode_gqa");
@@ -168,7 +168,7 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
   CHECK(c->row_id == "sdpa_fp8_sm89");
-  CHECK(c->tile == TileShape{16, 64});
+  CHECK(c->tile == TileShape{16, 32});
   CHECK(c->split_kv > 1);
   CHECK(c->workspace_bytes == split_workspace_bytes(f, c->split_kv));
   CHECK(c->workspace_bytes >= int64_t{c->split_kv} * 8 * 32 * 128 * 4);

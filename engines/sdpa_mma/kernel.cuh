@@ -3,7 +3,7 @@
 // A CTA owns kTileQ packed rows of one (batch, kv head): GQA packs the `group` q heads that share a kv head
 // into the row dimension (packed row r -> q row i = r / group, head h_kv * group + r % group), so K and V are
 // read once per kv head, and decode (S_q = 1) fills a 16-row warp tile with up to 16 q heads. Each warp owns 16
-// rows; K/V tiles of 64 keys are double-buffered with cp.async.
+// rows; K/V tiles of kTileKv keys (32 or 64) are double-buffered with cp.async.
 //
 // Q.K^T and P.V use m16n8k16 (FP16/BF16) or m16n8k32 (FP8). For both, one k step is 32 bytes of the reduced
 // dimension, so the ldmatrix addressing of Q and K fragments is the same byte pattern. For FP8, P.V needs V
@@ -29,11 +29,10 @@ struct InType {
 // into the final normalization. descale_s / scale_s are therefore not read.
 constexpr float kPScale = 448.f;
 
-template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kFeatures>
+template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
 __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   using T = InType<kIn>;
   constexpr int kEB = T::kBytes;
-  constexpr int kTileKv = 64;
   constexpr int kWarps = kTileQ / 16;
   constexpr int kThreads = kWarps * 32;
   constexpr int kRowQ = kDqk * kEB + 16;  // shared-memory pitches in bytes, padded to spread banks
@@ -49,6 +48,7 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
+  static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
   extern __shared__ __align__(128) u8 smem[];
   u8* sQ = smem;
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
       __syncthreads();
     }
 
-    // S = Q K^T for this warp's 16 rows and 64 keys.
+    // S = Q K^T for this warp's 16 rows and kTileKv keys.
     float s[kNT][4];
     for (int n = 0; n < kNT; ++n)
       for (int e = 0; e < 4; ++e) s[n][e] = 0.f;

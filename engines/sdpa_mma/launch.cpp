@@ -52,8 +52,8 @@ KernelSpec sdpa_mma_spec(const Facts& f, const Config& c, const std::string& arc
   // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
   // that one specialization serves every O dtype.
   const bool split = c.split_kv > 1;
-  s.name_expression = fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}>", type_code(f.q.dtype),
-                                  split ? RIME_T_FP32 : type_code(f.o.dtype), f.D_qk, f.D_v, c.tile.q,
+  s.name_expression = fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q.dtype),
+                                  split ? RIME_T_FP32 : type_code(f.o.dtype), f.D_qk, f.D_v, c.tile.q, c.tile.kv,
                                   features(f, split));
   return s;
 }

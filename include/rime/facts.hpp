@@ -19,6 +19,7 @@ struct DeviceDesc {
   bool arch_specific = true;         // the "a" targets (sm_90a) that enable wgmma/setmaxnreg
   int sm_count = 132;                // H200 SXM
   int smem_per_block = 227 * 1024;   // opt-in dynamic shared memory per block (H100/H200)
+  int smem_per_sm = 228 * 1024;      // shared memory per SM (H100/H200)
   std::string name = "NVIDIA H200";  // documentation only
 
   // The documented default: an H200 (sm_90a, 132 SMs).

@@ -272,7 +272,6 @@ std::optional<CompiledKernel> DiskCache::load(const KernelSpec& spec, const std:
   k.lowered_name = meta.value("lowered_name", "");
   k.cubin = std::move(*cubin);
   k.compile_ms = meta.value("compile_ms", 0.0);
-  k.origin = "disk";
   return k;
 }
 

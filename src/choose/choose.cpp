@@ -43,6 +43,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
   tp.transpose_v = transpose_v;
   tp.sm_count = f.device.sm_count;
   tp.smem_per_block = f.device.smem_per_block;
+  tp.smem_per_sm = f.device.smem_per_sm;
   for (const TileShape& t : row->tiles)
     if (!f.pinned_tile || t == *f.pinned_tile) tp.allowed.push_back({t.q, t.kv});
   heuristics::TileChoice tc = heuristics::choose_tile(tp);
@@ -88,6 +89,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
     sp.rows = f.S_q * f.H_q * f.B;
     sp.sm_count = f.device.sm_count;
     sp.allowed = row->split_counts;
+    sp.ctas_per_sm = heuristics::ctas_per_sm(c.smem_bytes, c.tile.q * 2, f.device.smem_per_sm);
     heuristics::SplitChoice sc = heuristics::choose_split_kv(sp);
     c.split_kv = sc.split;
     for (const auto& s : sc.candidates) c.split_candidates.push_back({s.split, s.waves, s.cost});

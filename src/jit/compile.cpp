@@ -150,7 +150,6 @@ Result<CompiledKernel> compile_uncached(const KernelSpec& spec) {
   if (!key.ok()) return key.status();
   out.key = key.value();
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  out.origin = "compiled";
   return out;
 }
 

@@ -35,20 +35,30 @@ void clear_memory_cache() {
   memory().slots.clear();
 }
 
-Result<std::shared_ptr<const CompiledKernel>> get_kernel(const KernelSpec& spec) {
-  auto key = cache_key(spec);
-  if (!key.ok()) return key.status();
+Result<KernelLookup> get_kernel(const KernelSpec& spec) {
+  const cache::Settings& settings = cache::settings();
+  if (settings.dir.empty()) return get_kernel(spec, nullptr);
+  static const cache::DiskCache disk(settings.dir, settings.max_bytes);
+  return get_kernel(spec, &disk);
+}
+
+Result<KernelLookup> get_kernel(const KernelSpec& spec, const cache::DiskCache* disk) {
+  // The in-memory map is keyed by the specialization itself: within one process the embedded sources are fixed,
+  // so the spec determines the key, and a hit costs a map lookup instead of hashing ~30 KB of sources.
+  const std::string spec_id = spec.engine + '|' + spec.header + '|' + spec.name_expression + '|' +
+                              spec.params_type + '|' + spec.arch;
   MemoryCache& m = memory();
   std::shared_ptr<Slot> slot;
   {
     std::unique_lock<std::mutex> lock(m.mu);
-    auto& s = m.slots[key.value()];
+    auto& s = m.slots[spec_id];
     if (!s) s = std::make_shared<Slot>();
     slot = s;
     slot->done.wait(lock, [&] { return !slot->busy; });
-    if (slot->kernel) return slot->kernel;
+    if (slot->kernel) return KernelLookup{slot->kernel, "memory"};
     slot->busy = true;
   }
+  auto key = cache_key(spec);
   auto finish = [&](std::shared_ptr<const CompiledKernel> k) {
     std::lock_guard<std::mutex> lock(m.mu);
     slot->kernel = std::move(k);
@@ -56,15 +66,16 @@ Result<std::shared_ptr<const CompiledKernel>> get_kernel(const KernelSpec& spec)
     slot->done.notify_all();
   };
 
-  const cache::Settings& settings = cache::settings();
-  std::optional<cache::DiskCache> disk;
-  if (!settings.dir.empty()) disk.emplace(settings.dir, settings.max_bytes);
+  if (!key.ok()) {
+    finish(nullptr);
+    return key.status();
+  }
   if (disk) {
     if (auto hit = disk->load(spec, key.value())) {
       log::debug("cache hit {} {} (disk)", spec.engine, key.value().substr(0, 16));
       auto k = std::make_shared<const CompiledKernel>(std::move(*hit));
       finish(k);
-      return std::shared_ptr<const CompiledKernel>(k);
+      return KernelLookup{k, "disk"};
     }
   }
   Result<CompiledKernel> compiled = compile_uncached(spec);
@@ -80,7 +91,7 @@ Result<std::shared_ptr<const CompiledKernel>> get_kernel(const KernelSpec& spec)
   }
   auto k = std::make_shared<const CompiledKernel>(std::move(compiled).value());
   finish(k);
-  return std::shared_ptr<const CompiledKernel>(k);
+  return KernelLookup{k, "compiled"};
 }
 
 }  // namespace rime

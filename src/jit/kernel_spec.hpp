@@ -29,7 +29,12 @@ struct CompiledKernel {
   std::string lowered_name;  // the mangled symbol to look up in the module
   std::string cubin;         // bytes
   double compile_ms = 0;     // of the NVRTC compile that produced it
-  std::string origin;        // "compiled", "disk" or "memory"
+};
+
+// A kernel and where this lookup found it.
+struct KernelLookup {
+  std::shared_ptr<const CompiledKernel> kernel;
+  std::string origin;  // "compiled", "disk" or "memory"
 };
 
 // The tiny generated translation unit: includes the engine header and instantiates the template.
@@ -47,7 +52,13 @@ Result<CompiledKernel> compile_uncached(const KernelSpec& spec);
 
 // Memory, then disk, then NVRTC; single-flight per key across threads; every compile is logged at
 // RIME_LOG=info with its name, digest and milliseconds.
-Result<std::shared_ptr<const CompiledKernel>> get_kernel(const KernelSpec& spec);
+Result<KernelLookup> get_kernel(const KernelSpec& spec);
+
+namespace cache {
+class DiskCache;
+}
+// The same with an explicit disk cache (nullptr: memory only); tests use it to point at their own directory.
+Result<KernelLookup> get_kernel(const KernelSpec& spec, const cache::DiskCache* disk);
 
 // Drops the in-memory map (tests use it to force the disk path).
 void clear_memory_cache();

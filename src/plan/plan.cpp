@@ -47,10 +47,10 @@ Status compile_all(Plan::State& s, const std::vector<KernelSpec>& specs) {
   for (size_t i = 0; i < specs.size(); ++i) {
     auto k = get_kernel(specs[i]);
     if (!k.ok()) return k.status();
-    const CompiledKernel& ck = *k.value();
-    s.compiled.push_back(k.value());
+    const CompiledKernel& ck = *k->kernel;
+    s.compiled.push_back(k->kernel);
     s.infos.push_back(KernelInfo{i == 0 ? "attention" : "combine", ck.spec.engine, ck.spec.name_expression,
-                                 ck.lowered_name, ck.key, ck.spec.arch, ck.origin, ck.compile_ms,
+                                 ck.lowered_name, ck.key, ck.spec.arch, k->origin, ck.compile_ms,
                                  static_cast<int64_t>(ck.cubin.size())});
   }
   s.attention_launch = engines::sdpa_mma_launch(s.facts, s.config);
@@ -100,7 +100,8 @@ std::string Plan::to_json() const {
   j["graph_hash"] = graph_hash(s.graph);
   j["device"] = {{"arch", s.facts.device.arch_name()},
                  {"sm_count", s.facts.device.sm_count},
-                 {"smem_per_block", s.facts.device.smem_per_block}};
+                 {"smem_per_block", s.facts.device.smem_per_block},
+                 {"smem_per_sm", s.facts.device.smem_per_sm}};
   j["facts"] = facts_to_json(s.facts);
   j["config"] = config_to_json(s.config);
   j["kernels"] = nlohmann::json::array();
@@ -139,6 +140,7 @@ Result<Plan> Plan::load(const std::string& artifact) {
     if (!dev.ok()) return dev.status();
     DeviceDesc device = dev.value();
     device.smem_per_block = j.at("device").at("smem_per_block").get<int>();
+    device.smem_per_sm = j.at("device").at("smem_per_sm").get<int>();
     Result<Facts> facts = analyze(s.graph, device);
     if (!facts.ok()) return facts.status();
     s.facts = facts.value();

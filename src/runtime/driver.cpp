@@ -133,6 +133,8 @@ Result<DeviceDesc> query_device() {
   a->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   a->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
   a->cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+  int smem_sm = 0;
+  a->cuDeviceGetAttribute(&smem_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
   char name[256] = {};
   a->cuDeviceGetName(name, sizeof(name), dev);
   DeviceDesc d;
@@ -141,6 +143,7 @@ Result<DeviceDesc> query_device() {
   d.arch_specific = major >= 9;
   d.sm_count = sms;
   d.smem_per_block = smem;
+  d.smem_per_sm = smem_sm;
   d.name = name;
   return d;
 }

@@ -77,6 +77,11 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
     INFO("split " << plan.config().split_kv << " tile " << plan.config().tile.q << failures);
     CHECK(rep->passed);
     passed += rep->passed;
+    // Progress, flushed: a run cut short by a time limit still shows how far it got.
+    if (i % 20 == 19) {
+      fmt::print("sweep progress: {} of {} run, {} passed\n", i + 1, n, passed);
+      std::fflush(stdout);
+    }
     splits[plan.config().split_kv > 1 ? "split" : "unsplit"]++;
   }
   fmt::print("sweep: {} configurations, {} passed, {} declined; {} split plans, {} unsplit\n", n, passed, declined,

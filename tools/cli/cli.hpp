@@ -80,6 +80,7 @@ Result<DeviceChoice> device_from_args(const Args& args);
 int cmd_validate(const Args& args);
 int cmd_plan(const Args& args);
 int cmd_run(const Args& args);
+int cmd_cache(const Args& args);
 int cmd_show(const Args& args);
 
 }  // namespace rime::cli

@@ -36,6 +36,12 @@ const std::vector<Command>& commands() {
         {"seed", true, "seed of the random inputs (default 1)"}, {"no-check", false, "skip the reference check"},
         {"bench", false, "time the plan"}, {"iterations", true, "timed runs with --bench (default 20)"}},
        cmd_run},
+      {"cache", "rime cache ls|show KEY|stats|verify|prune [--max-bytes N]|clear|warm FILE... [--arch ARCH] [--json]",
+       "Inspect and maintain the plan cache ($RIME_CACHE_DIR, else $XDG_CACHE_HOME/rime, else ~/.cache/rime). "
+       "verify recomputes every checksum and moves bad entries to quarantine/ (exit 6 when any); prune evicts "
+       "least-recently-used entries down to --max-bytes; warm compiles the plans of graph files ahead of time for "
+       "--arch (default sm_90a), without a GPU.",
+       {kJsonOption, kArchOption, kSmsOption, {"max-bytes", true, "size to prune down to"}}, cmd_cache},
       {"show", "rime show [FILE] [--json]",
        "Print a graph: its tensors, op, attributes and hash. --json prints the canonical JSON form.",
        {kJsonOption}, cmd_show},

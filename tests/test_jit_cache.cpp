@@ -1,0 +1,368 @@
+// JIT and plan cache (no GPU): every specialization compiles, the disk cache survives races, corruption,
+// foreign versions, unusable directories and killed compiles, and plans round-trip through their artifact.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cache/disk_cache.hpp"
+#include "catch.hpp"
+#include "common/params.h"
+#include "jit/kernel_spec.hpp"
+#include "rime/json.hpp"
+#include "rime/plan.hpp"
+#include "sdpa_mma/launch.hpp"
+#include "test_paths.hpp"
+
+using namespace rime;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/rime-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  return tmpl;
+}
+
+KernelSpec attention_spec(int in, int out, int d, int tile, int features, const std::string& arch, int kv = 64) {
+  const bool fp8 = in == RIME_T_E4M3 || in == RIME_T_E5M2;
+  return KernelSpec{fp8 ? "sdpa_fp8_sm89" : "sdpa_f16_sm80", "sdpa_mma/kernel.cuh",
+                    fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", in, out, d, d, tile, kv, features),
+                    "SdpaParams", arch};
+}
+
+KernelSpec combine(int out, int d, int features, const std::string& arch) {
+  return KernelSpec{"combine", "combine/kernel.cuh", fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", out, d, features),
+                    "CombineParams", arch};
+}
+
+constexpr int kAllFeatures = RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_AMAX_S | RIME_F_PADDING | RIME_F_MASK;
+constexpr int kSplitFeatures = RIME_F_STATS | RIME_F_SPLIT | RIME_F_PADDING | RIME_F_MASK;
+
+// Compiles on two threads (this machine has two cores) and reports every failure with its log.
+void compile_all(const std::vector<KernelSpec>& specs) {
+  std::vector<std::future<Result<CompiledKernel>>> running;
+  for (size_t i = 0; i < specs.size(); i += 2) {
+    running.clear();
+    for (size_t j = i; j < std::min(specs.size(), i + 2); ++j)
+      running.push_back(std::async(std::launch::async, [&specs, j] { return compile_uncached(specs[j]); }));
+    for (size_t j = 0; j < running.size(); ++j) {
+      Result<CompiledKernel> k = running[j].get();
+      INFO(specs[i + j].name_expression << " for " << specs[i + j].arch << ": " << k.status().to_string());
+      CHECK(k.ok());
+      if (k.ok()) CHECK(k->cubin.size() > 1000);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit][slow]") {
+  std::vector<KernelSpec> specs;
+  for (int in : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
+    for (int d : {64, 128, 256})
+      for (int tile : {16, 64, 128}) {
+        const int out = in == RIME_T_E4M3 || in == RIME_T_E5M2 ? RIME_T_E4M3 : in;
+        specs.push_back(attention_spec(in, out, d, tile, kAllFeatures, "sm_90a"));
+        specs.push_back(attention_spec(in, RIME_T_FP32, d, tile, kSplitFeatures, "sm_90a"));
+      }
+  for (int in : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
+    for (int d : {64, 128, 256}) specs.push_back(attention_spec(in, RIME_T_FP32, d, 16, kSplitFeatures, "sm_90a", 32));
+  // Every O type of the FP8 row, and the plain (no-feature) form.
+  for (int out : {RIME_T_E5M2, RIME_T_BF16, RIME_T_FP16})
+    specs.push_back(attention_spec(RIME_T_E4M3, out, 128, 64, 0, "sm_90a"));
+  for (int out : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
+    for (int d : {64, 128, 256})
+      specs.push_back(combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING, "sm_90a"));
+  compile_all(specs);
+}
+
+TEST_CASE("the portable engines compile for sm_80, sm_89, sm_100a and sm_120a", "[jit][slow]") {
+  std::vector<KernelSpec> specs;
+  for (const char* arch : {"sm_80", "sm_89", "sm_100a", "sm_120a"}) {
+    for (int in : {RIME_T_BF16, RIME_T_FP16}) specs.push_back(attention_spec(in, in, 128, 64, kAllFeatures, arch));
+    specs.push_back(combine(RIME_T_BF16, 128, RIME_F_SINK | RIME_F_STATS, arch));
+    if (std::string(arch) == "sm_80") continue;  // FP8 mma.sync needs sm_89
+    for (int in : {RIME_T_E4M3, RIME_T_E5M2}) specs.push_back(attention_spec(in, RIME_T_E4M3, 128, 64, kAllFeatures, arch));
+  }
+  compile_all(specs);
+}
+
+TEST_CASE("a compile error returns CompileFailed with the log and the kernel name", "[jit]") {
+  KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // head dim 80: static_assert
+  Result<CompiledKernel> k = compile_uncached(bad);
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.status().code() == StatusCode::CompileFailed);
+  CHECK(k.status().message().find("rime_dev::sdpa_mma_fwd<2, 2, 80, 80, 64, 64, 0>") != std::string::npos);
+  CHECK(k.status().message().find("head dims must be multiples") != std::string::npos);
+}
+
+TEST_CASE("the cache key depends on content, never on location", "[jit]") {
+  KernelSpec a = attention_spec(RIME_T_BF16, RIME_T_BF16, 128, 64, 0, "sm_90a");
+  KernelSpec b = a;
+  b.arch = "sm_89";
+  CHECK(cache_key(a).value() != cache_key(b).value());
+  CHECK(cache_key(a).value() == cache_key(a).value());
+  CHECK(cache_key(a).value().size() == 64);
+  CHECK(generated_source(a).find('/') == generated_source(a).find("// "));  // the only '/' are comment slashes
+  CHECK(generated_source(a).find("#include \"sdpa_mma/kernel.cuh\"") != std::string::npos);
+}
+
+TEST_CASE("disk cache: store, hit, truncated or bit-flipped cubin, foreign format version", "[cache]") {
+  const std::string dir = temp_dir();
+  cache::DiskCache disk(dir);
+  clear_memory_cache();
+  const KernelSpec spec = combine(RIME_T_BF16, 64, 0, "sm_90a");
+  auto first = get_kernel(spec, &disk);
+  REQUIRE(first.ok());
+  CHECK(first->origin == "compiled");
+  const std::string entry = dir + "/" + cache::DiskCache::entry_name(spec.engine, first->kernel->key);
+  struct stat st {};
+  REQUIRE(::stat((entry + "/kernel.cubin").c_str(), &st) == 0);
+  CHECK(::stat((entry + "/kernel.cu").c_str(), &st) == 0);
+  CHECK(::stat((entry + "/meta.json").c_str(), &st) == 0);
+
+  clear_memory_cache();
+  auto hit = get_kernel(spec, &disk);
+  REQUIRE(hit.ok());
+  CHECK(hit->origin == "disk");
+  CHECK(hit->kernel->cubin == first->kernel->cubin);
+  CHECK(get_kernel(spec, &disk)->origin == "memory");
+
+  SECTION("truncated") { REQUIRE(::truncate((entry + "/kernel.cubin").c_str(), 64) == 0); }
+  SECTION("bit-flipped") {
+    std::fstream f(entry + "/kernel.cubin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(200);
+    c ^= 0x10;
+    f.write(&c, 1);
+  }
+  SECTION("another format version") {
+    std::ifstream in(entry + "/meta.json");
+    nlohmann::json meta = nlohmann::json::parse(in);
+    meta["format_version"] = 99;
+    std::ofstream(entry + "/meta.json") << meta.dump();
+  }
+  clear_memory_cache();
+  CHECK_FALSE(disk.load(spec, first->kernel->key).has_value());  // a miss, never a misread
+  auto again = get_kernel(spec, &disk);
+  REQUIRE(again.ok());
+  CHECK(again->origin == "compiled");
+  CHECK(again->kernel->cubin.size() > 1000);
+  // The entry was repaired in place: the next process gets a disk hit.
+  clear_memory_cache();
+  CHECK(get_kernel(spec, &disk)->origin == "disk");
+  CHECK(disk.verify().empty());
+}
+
+TEST_CASE("8 processes compiling the same key at once leave exactly one valid entry", "[cache]") {
+  const std::string dir = temp_dir();
+  const KernelSpec spec = combine(RIME_T_FP16, 128, RIME_F_STATS, "sm_90a");
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      cache::DiskCache disk(dir);
+      clear_memory_cache();
+      auto k = get_kernel(spec, &disk);
+      ::_exit(k.ok() && !k->kernel->cubin.empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  cache::DiskCache disk(dir);
+  auto entries = disk.list();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].valid);
+  int temps = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) temps += std::string(e->d_name).rfind(".tmp-", 0) == 0;
+    ::closedir(d);
+  }
+  CHECK(temps == 0);
+}
+
+TEST_CASE("a compile killed midway leaves nothing that blocks or corrupts the next run", "[cache]") {
+  const std::string dir = temp_dir();
+  const KernelSpec spec = attention_spec(RIME_T_BF16, RIME_T_BF16, 64, 64, RIME_F_STATS, "sm_90a");
+  // What a process killed while publishing leaves: a half-written temp directory.
+  const std::string key = cache_key(spec).value();
+  const std::string temp = dir + "/.tmp-" + cache::DiskCache::entry_name(spec.engine, key) + "-dead01";
+  REQUIRE(::mkdir(temp.c_str(), 0700) == 0);
+  std::ofstream(temp + "/kernel.cubin") << "partial";
+  // And a process killed during the NVRTC compile itself.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    cache::DiskCache disk(dir);
+    (void)get_kernel(spec, &disk);
+    ::_exit(0);
+  }
+  ::usleep(150 * 1000);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+
+  cache::DiskCache disk(dir);
+  clear_memory_cache();
+  auto k = get_kernel(spec, &disk);
+  REQUIRE(k.ok());
+  auto entries = disk.list();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].valid);
+  clear_memory_cache();
+  CHECK(get_kernel(spec, &disk)->origin == "disk");
+}
+
+TEST_CASE("an unusable cache directory is refused with a reason", "[cache]") {
+  const std::string base = temp_dir();
+  auto resolve_with = [](const std::string& d) {
+    ::setenv("RIME_CACHE_DIR", d.c_str(), 1);
+    cache::Settings s = cache::resolve_settings();
+    ::unsetenv("RIME_CACHE_DIR");
+    return s;
+  };
+  const std::string open_dir = base + "/world";
+  REQUIRE(::mkdir(open_dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
+  cache::Settings s = resolve_with(open_dir);
+  CHECK(s.dir.empty());
+  CHECK(s.disabled_why.find("lets other users write it") != std::string::npos);
+
+  const std::string file = base + "/file";
+  std::ofstream(file) << "x";
+  s = resolve_with(file + "/cache");
+  CHECK(s.dir.empty());
+  CHECK(s.disabled_why.find("cannot create") != std::string::npos);
+
+  if (::geteuid() == 0) {  // only root can give a directory away
+    const std::string foreign = base + "/foreign";
+    REQUIRE(::mkdir(foreign.c_str(), 0700) == 0);
+    REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+    s = resolve_with(foreign);
+    CHECK(s.disabled_why.find("not by this user") != std::string::npos);
+  }
+  ::setenv("RIME_CACHE_DISABLE", "1", 1);
+  s = cache::resolve_settings();
+  ::unsetenv("RIME_CACHE_DISABLE");
+  CHECK(s.dir.empty());
+
+  s = resolve_with(base + "/fresh/nested");
+  CHECK(s.dir == base + "/fresh/nested");
+  struct stat st {};
+  REQUIRE(::stat(s.dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+}
+
+TEST_CASE("an unusable cache directory degrades to memory with one warning", "[cache]") {
+  const std::string base = temp_dir();
+  const std::string open_dir = base + "/world";
+  REQUIRE(::mkdir(open_dir.c_str(), 0777) == 0);
+  REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
+  const std::string log = base + "/stderr";
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("RIME_CACHE_DIR", open_dir.c_str(), 1);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2);
+    clear_memory_cache();
+    bool ok = get_kernel(combine(RIME_T_BF16, 64, 0, "sm_89")).ok() &&
+              get_kernel(combine(RIME_T_FP16, 64, 0, "sm_89")).ok();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream in(log);
+  std::string line;
+  int warnings = 0;
+  while (std::getline(in, line)) warnings += line.find("warning") != std::string::npos;
+  CHECK(warnings == 1);
+  DIR* d = ::opendir(open_dir.c_str());
+  int entries = 0;
+  while (dirent* e = ::readdir(d)) entries += e->d_name[0] != '.';
+  ::closedir(d);
+  CHECK(entries == 0);  // nothing was written into the refused directory
+}
+
+TEST_CASE("prune evicts least-recently-used entries", "[cache]") {
+  const std::string dir = temp_dir();
+  cache::DiskCache disk(dir);
+  clear_memory_cache();
+  std::vector<KernelSpec> specs = {combine(RIME_T_BF16, 64, 0, "sm_90a"), combine(RIME_T_BF16, 128, 0, "sm_90a"),
+                                   combine(RIME_T_BF16, 256, 0, "sm_90a")};
+  int64_t t = 1000;
+  for (const KernelSpec& s : specs) {
+    auto k = get_kernel(s, &disk);
+    REQUIRE(k.ok());
+    // Fixed, increasing last-used times: the first is the oldest.
+    const std::string path = dir + "/" + cache::DiskCache::entry_name(s.engine, k->kernel->key);
+    struct timespec times[2] = {{t, 0}, {t, 0}};
+    ::utimensat(AT_FDCWD, path.c_str(), times, 0);
+    t += 100;
+  }
+  auto entries = disk.list();
+  REQUIRE(entries.size() == 3);
+  int64_t total = 0;
+  for (const auto& e : entries) total += e.bytes;
+  auto evicted = disk.prune(total - 1);
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0].last_used == 1000);
+  CHECK(disk.list().size() == 2);
+  CHECK(disk.clear().value() == 2);
+  CHECK(disk.list().empty());
+}
+
+TEST_CASE("a plan round-trips through its artifact without re-running the heuristics", "[plan]") {
+  const std::string dir = temp_dir();
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  PlanOptions opt;
+  opt.device = DeviceDesc::h200();
+  Result<Plan> plan = Plan::build(g.value(), opt);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->config().split_kv > 2);
+  const std::string artifact = plan->to_json();
+  nlohmann::json j = nlohmann::json::parse(artifact);
+  CHECK(j["rime_plan"] == 1);
+  CHECK(j["config"]["row"] == "sdpa_fp8_sm89");
+  CHECK(j["kernels"].size() == 2);
+
+  Result<Plan> loaded = Plan::load(artifact);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->config().split_kv == plan->config().split_kv);
+  CHECK(loaded->kernels()[0].key == plan->kernels()[0].key);
+  CHECK(loaded->kernels()[0].origin != "compiled");  // memory or disk, not NVRTC
+  CHECK(loaded->to_json() == artifact);
+
+  // A recorded split of 2 is restored as 2: load reads the decision, it does not re-choose.
+  j["config"]["split_kv"] = 2;
+  Result<Plan> edited = Plan::load(j.dump());
+  REQUIRE(edited.ok());
+  CHECK(edited->config().split_kv == 2);
+
+  j["rime_plan"] = 7;
+  Result<Plan> future = Plan::load(j.dump());
+  CHECK(future.status().code() == StatusCode::InvalidJson);
+  CHECK(future.status().message().find("version 7") != std::string::npos);
+  CHECK(Plan::load("{\"rime_plan\": 1}").status().code() == StatusCode::InvalidJson);
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Anchors for tools/bench, measured in the same run as our plans: cuDNN FP8 SDPA forward (through the cuDNN
+frontend's Python graph API) and torch SDPA in BF16 (flash and cuDNN backends). Prints CSV rows
+`shape,impl,ms,tflops,gbps,note` on stdout. Shapes mirror tools/bench/graphs/*.json."""
+import math
+import sys
+import traceback
+
+import torch
+
+SHAPES = [
+    # name, B, H_q, H_kv, S_q, S_kv, D, causal
+    ("b4_h32_s4096_d128", 4, 32, 32, 4096, 4096, 128, False),
+    ("b4_h32_s4096_d128_causal", 4, 32, 32, 4096, 4096, 128, True),
+    ("b1_h32_s16384_d128", 1, 32, 32, 16384, 16384, 128, False),
+    ("b2_h40_s2100_d128", 2, 40, 40, 2100, 2100, 128, False),
+    ("b1_h40_s7800_d128", 1, 40, 40, 7800, 7800, 128, False),
+    ("b2_h32_s8192_d64", 2, 32, 32, 8192, 8192, 64, False),
+    ("b1_h64g8_s8192_d128", 1, 64, 8, 8192, 8192, 128, False),
+    # Decode: S_q = 1 with bottom-right causal is no mask at all.
+    ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False),
+    ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False),
+]
+
+
+def flops(B, Hq, Sq, Skv, D, causal):
+    pairs = Sq * (Sq + 1) / 2 if causal else Sq * Skv
+    return pairs * B * Hq * 2 * (D + D)
+
+
+def time_ms(fn, iters=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, out_bf16):
+    import cudnn
+
+    handle = cudnn.create_handle()
+    fp8 = torch.float8_e4m3fn
+    q = (torch.rand(B, Hq, Sq, D, device="cuda") * 4 - 2).to(fp8)
+    k = (torch.rand(B, Hkv, Skv, D, device="cuda") * 4 - 2).to(fp8)
+    v = (torch.rand(B, Hkv, Skv, D, device="cuda") * 4 - 2).to(fp8)
+    one = lambda: torch.ones(1, 1, 1, 1, device="cuda", dtype=torch.float32)
+    scalars = [one() for _ in range(6)]
+    amax_s_t, amax_o_t = one(), one()
+    o_dtype = torch.bfloat16 if out_bf16 else fp8
+    o = torch.empty(B, Hq, Sq, D, device="cuda", dtype=o_dtype)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    tq, tk, tv = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    ts = [g.tensor_like(s) for s in scalars]
+    outs = g.sdpa_fp8(tq, tk, tv, *ts, generate_stats=False, attn_scale=1.0 / math.sqrt(D),
+                      use_causal_mask=causal)
+    to, _, tas, tao = outs
+    to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride())).set_data_type(
+        cudnn.data_type.BFLOAT16 if out_bf16 else cudnn.data_type.FP8_E4M3)
+    tas.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(cudnn.data_type.FLOAT)
+    tao.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(cudnn.data_type.FLOAT)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    pack = {tq: q, tk: k, tv: v, to: o, tas: amax_s_t, tao: amax_o_t}
+    for t, s in zip(ts, scalars):
+        pack[t] = s
+    return time_ms(lambda: g.execute(pack, ws, handle=handle))
+
+
+def torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, backend):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    q = torch.randn(B, Hq, Sq, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=torch.bfloat16)
+    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    gqa = Hq != Hkv
+    if gqa and backend == "cudnn":
+        # Expand K/V: torch's cuDNN backend takes no enable_gqa; the copy is outside the timed region.
+        k = k.repeat_interleave(Hq // Hkv, dim=1)
+        v = v.repeat_interleave(Hq // Hkv, dim=1)
+        gqa = False
+    with sdpa_kernel([be]):
+        return time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa))
+
+
+def main():
+    print("shape,impl,ms,tflops,gbps,note")
+    for name, B, Hq, Hkv, Sq, Skv, D, causal in SHAPES:
+        decode = Sq == 1
+        f = flops(B, Hq, Sq, Skv, D, causal)
+        fp8_bytes = B * (Hq * Sq * D + 2 * Hkv * Skv * D) + B * Hq * Sq * D * (2 if decode else 1)
+        bf16_bytes = 2 * B * (2 * Hq * Sq * D + 2 * Hkv * Skv * D)
+        runs = [("cudnn_fp8", fp8_bytes, lambda: cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, decode)),
+                ("torch_flash_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "flash")),
+                ("torch_cudnn_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "cudnn"))]
+        for impl, nbytes, fn in runs:
+            try:
+                ms = fn()
+                print(f"{name},{impl},{ms:.4f},{f / ms / 1e9:.1f},{nbytes / ms / 1e6:.1f},", flush=True)
+            except Exception as e:  # a missing plan is a result too (cuDNN FP8 has none for decode)
+                msg = str(e).replace(",", ";").replace("\n", " ")[:160]
+                print(f"{name},{impl},,,,{msg}", flush=True)
+                traceback.print_exc(file=sys.stderr)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The benchmark of issue 5 on the GPU: our plans over tools/bench/graphs and, in the same run, the anchors.
+#   tools/bench/run.sh RIME_BINARY OUTDIR
+# Writes OUTDIR/ours.csv, anchors.csv, bench.csv, bench.png and prints the markdown table (docs/perf.md).
+set -uo pipefail
+rime=${1:-build/rime}; out=${2:-bench-out}; here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+echo "graph,plan,ms,tflops,gbps" > "$out/ours.csv"
+for f in "$here"/graphs/*.json; do
+  name=$(basename "$f" .json)
+  "$rime" run "$f" --bench --no-check --iterations 20 --json 2>/dev/null | python3 -c "
+import json,sys; j=json.load(sys.stdin)
+b=j.get('bench',{}); k=j['kernels'][0]['name']
+print('$name,%s,%.5f,%.2f,%.2f' % (k.split('<')[1].split('>')[0].replace(', ',' '), b['median_ms'], b['tflops'], b['gbps']))" >> "$out/ours.csv" || echo "$name: failed" >&2
+done
+python3 "$here/anchor.py" > "$out/anchors.csv" 2> "$out/anchors.log"
+python3 "$here/table.py" "$out/ours.csv" "$out/anchors.csv" "$out" | tee "$out/table.md"

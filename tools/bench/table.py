@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Joins our plans' timings (ours.csv from tools/bench/run.sh) with the anchors (anchors.csv from anchor.py):
+prints a markdown table with TFLOP/s, GB/s and our ratio to cuDNN FP8 (FP8 rows) or torch's BF16 backends
+(BF16 rows), and writes bench.csv and bench.png (when matplotlib is present) into OUTDIR."""
+import csv
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def main(ours_csv, anchors_csv, outdir):
+    ours, anchors = load(ours_csv), load(anchors_csv)
+    anchor = {(a["shape"], a["impl"]): a for a in anchors}
+    rows = []
+    for o in ours:
+        prec, shape = o["graph"].split("_", 1)
+        ref_impls = ["cudnn_fp8"] if prec == "fp8" else ["torch_cudnn_bf16", "torch_flash_bf16"]
+        row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
+               "gbps": float(o["gbps"])}
+        for impl in ref_impls:
+            a = anchor.get((shape, impl))
+            if a and a["ms"]:
+                row[impl] = float(a["tflops"]) if not shape.startswith("decode") else float(a["gbps"])
+                row[impl + "_ratio"] = float(a["ms"]) / row["ms"]
+            else:
+                row[impl] = None
+                row[impl + "_note"] = (a or {}).get("note", "not measured")
+        rows.append(row)
+    print("| graph | plan | ms | TFLOP/s | GB/s | anchor | anchor TFLOP/s (GB/s for decode) | ours / anchor (speed) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        impls = [k for k in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16") if k in r]
+        for i, impl in enumerate(impls):
+            head = (f"| {r['graph']} | {r['plan']} | {r['ms']:.4f} | {r['tflops']:.1f} | {r['gbps']:.1f} "
+                    if i == 0 else "| | | | | ")
+            if r[impl] is None:
+                print(head + f"| {impl} | - | {r.get(impl + '_note', '')[:60]} |")
+            else:
+                print(head + f"| {impl} | {r[impl]:.1f} | {r[impl + '_ratio']:.2f}x |")
+    with open(f"{outdir}/bench.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["graph", "plan", "ms", "tflops", "gbps", "anchor", "anchor_value", "ratio"])
+        for r in rows:
+            for impl in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16"):
+                if impl in r:
+                    w.writerow([r["graph"], r["plan"], r["ms"], r["tflops"], r["gbps"], impl, r[impl],
+                                r.get(impl + "_ratio")])
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        names = [r["graph"] for r in rows]
+        ratios = [max((r.get(k + "_ratio") or 0) for k in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16")
+                      if k in r) if any(r.get(k + "_ratio") for k in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16")) else 0
+                  for r in rows]
+        fig, ax = plt.subplots(figsize=(10, 6))
+        ax.barh(names, [r["tflops"] for r in rows])
+        ax.set_xlabel("rime TFLOP/s (H200)")
+        for i, (r, q) in enumerate(zip(rows, ratios)):
+            ax.text(r["tflops"], i, f" {q:.2f}x anchor" if q else " no anchor", va="center", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(f"{outdir}/bench.png", dpi=110)
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
