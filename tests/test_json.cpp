@@ -15,12 +15,6 @@ const char* kExamples[] = {"fp8_prefill",           "fp8_decode_gqa", "fp8_nvfp4
                            "fp8_mxfp8_o_token_major", "mxfp8_inputs",   "bf16_causal_sink",
                            "fp16_window_padding"};
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 TEST_CASE("every example validates and round-trips exactly", "[json]") {
@@ -38,7 +32,7 @@ TEST_CASE("every example validates and round-trips exactly", "[json]") {
 }
 
 TEST_CASE("the graph hash does not depend on key order or whitespace", "[json]") {
-  const std::string text = read_file(test::example_path("fp8_decode_gqa"));
+  const std::string text = test::read_text(test::example_path("fp8_decode_gqa"));
   Result<Graph> g = graph_from_json(text);
   REQUIRE(g.ok());
   // Re-serialize with keys in reverse order and different whitespace: same graph, same hash.
@@ -72,7 +66,7 @@ TEST_CASE("the graph hash does not depend on key order or whitespace", "[json]")
 }
 
 TEST_CASE("strides default to packed when omitted", "[json]") {
-  nlohmann::json j = nlohmann::json::parse(read_file(test::example_path("fp8_prefill")));
+  nlohmann::json j = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
   for (auto& t : j["tensors"]) t.erase("strides");
   Result<Graph> g = graph_from_json(j.dump());
   REQUIRE(g.ok());

@@ -2,6 +2,8 @@
 // another machine), else the source directory this build was configured from.
 #pragma once
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace rime::test {
@@ -10,4 +12,10 @@ inline std::string source_dir() {
   return RIME_CONFIGURED_SOURCE_DIR;
 }
 inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name + ".json"; }
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 }  // namespace rime::test

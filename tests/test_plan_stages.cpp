@@ -13,12 +13,7 @@ using namespace rime;
 using nlohmann::json;
 
 namespace {
-json example_json(const std::string& name) {
-  std::ifstream in(test::example_path(name));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
+json example_json(const std::string& name) { return json::parse(test::read_text(test::example_path(name))); }
 
 Facts facts_of(const json& doc, const DeviceDesc& dev = DeviceDesc::h200()) {
   Result<Graph> g = graph_from_json(doc.dump());

@@ -210,12 +210,6 @@ const BadGraph kBadGraphs[] = {
      "expected an object, found array", "/op/inputs"},
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -223,7 +217,7 @@ TEST_CASE("every bad graph gets its code, message and location", "[validate]") {
   CHECK(sizeof(kBadGraphs) / sizeof(kBadGraphs[0]) >= 40);
   for (const BadGraph& bad : kBadGraphs) {
     INFO(bad.example << " " << bad.patch);
-    json doc = json::parse(read_file(test::example_path(bad.example)));
+    json doc = json::parse(test::read_text(test::example_path(bad.example)));
     REQUIRE(graph_from_json(doc.dump()).ok());  // the unpatched example is valid
     json patched = doc.patch(json::parse(bad.patch));
     Result<Graph> g = graph_from_json(patched.dump());

@@ -34,8 +34,26 @@ constexpr RoleName kRoleNames[] = {
 };
 static_assert(sizeof(kRoleNames) / sizeof(kRoleNames[0]) == kRoleCount, "every role has a name");
 
-void bind(SdpaOp& op, Role role, int64_t uid) { op.operands[static_cast<int>(role)] = uid; }
 void bind(SdpaOp& op, Role role, const std::optional<int64_t>& uid) { op.operands[static_cast<int>(role)] = uid; }
+
+// The operands every sdpa kind has: Q, K, V, O, and the optional sink, seq lens and Stats.
+template <class Operands>
+SdpaOp common_op(OpKind kind, const Operands& io, const SdpaAttributes& attributes, std::string name) {
+  SdpaOp op;
+  op.kind = kind;
+  op.name = std::move(name);
+  op.attributes = attributes;
+  bind(op, Role::Q, io.q);
+  bind(op, Role::K, io.k);
+  bind(op, Role::V, io.v);
+  bind(op, Role::O, io.o);
+  bind(op, Role::Sink, io.sink);
+  bind(op, Role::SeqLenQ, io.seq_len_q);
+  bind(op, Role::SeqLenKv, io.seq_len_kv);
+  bind(op, Role::Stats, io.stats);
+  if (io.stats) op.attributes.generate_stats = true;
+  return op;
+}
 }  // namespace
 
 std::string_view to_string(OpKind kind) noexcept {
@@ -108,68 +126,31 @@ Status Graph::set_op(SdpaOp op) {
 }
 
 Status Graph::sdpa(const SdpaOperands& io, const SdpaAttributes& attributes, std::string op_name) {
-  SdpaOp op;
-  op.kind = OpKind::Sdpa;
-  op.name = std::move(op_name);
-  op.attributes = attributes;
-  bind(op, Role::Q, io.q);
-  bind(op, Role::K, io.k);
-  bind(op, Role::V, io.v);
-  bind(op, Role::O, io.o);
-  bind(op, Role::Sink, io.sink);
-  bind(op, Role::SeqLenQ, io.seq_len_q);
-  bind(op, Role::SeqLenKv, io.seq_len_kv);
-  bind(op, Role::Stats, io.stats);
-  if (io.stats) op.attributes.generate_stats = true;
-  return set_op(std::move(op));
+  return set_op(common_op(OpKind::Sdpa, io, attributes, std::move(op_name)));
 }
 
 Status Graph::sdpa_fp8(const SdpaFp8Operands& io, const SdpaAttributes& attributes, std::string op_name) {
-  SdpaOp op;
-  op.kind = OpKind::SdpaFp8;
-  op.name = std::move(op_name);
-  op.attributes = attributes;
-  bind(op, Role::Q, io.q);
-  bind(op, Role::K, io.k);
-  bind(op, Role::V, io.v);
-  bind(op, Role::O, io.o);
+  SdpaOp op = common_op(OpKind::SdpaFp8, io, attributes, std::move(op_name));
   bind(op, Role::DescaleQ, io.descale_q);
   bind(op, Role::DescaleK, io.descale_k);
   bind(op, Role::DescaleV, io.descale_v);
   bind(op, Role::DescaleS, io.descale_s);
   bind(op, Role::ScaleS, io.scale_s);
   bind(op, Role::ScaleO, io.scale_o);
-  bind(op, Role::Sink, io.sink);
-  bind(op, Role::SeqLenQ, io.seq_len_q);
-  bind(op, Role::SeqLenKv, io.seq_len_kv);
-  bind(op, Role::Stats, io.stats);
   bind(op, Role::AmaxS, io.amax_s);
   bind(op, Role::AmaxO, io.amax_o);
   bind(op, Role::SfO, io.sf_o);
-  if (io.stats) op.attributes.generate_stats = true;
   return set_op(std::move(op));
 }
 
 Status Graph::sdpa_mxfp8(const SdpaMxfp8Operands& io, const SdpaAttributes& attributes, std::string op_name) {
-  SdpaOp op;
-  op.kind = OpKind::SdpaMxfp8;
-  op.name = std::move(op_name);
-  op.attributes = attributes;
-  bind(op, Role::Q, io.q);
-  bind(op, Role::K, io.k);
-  bind(op, Role::V, io.v);
-  bind(op, Role::O, io.o);
+  SdpaOp op = common_op(OpKind::SdpaMxfp8, io, attributes, std::move(op_name));
   bind(op, Role::SfQ, io.sf_q);
   bind(op, Role::SfK, io.sf_k);
   bind(op, Role::SfV, io.sf_v);
   bind(op, Role::ScaleO, io.scale_o);
-  bind(op, Role::Sink, io.sink);
-  bind(op, Role::SeqLenQ, io.seq_len_q);
-  bind(op, Role::SeqLenKv, io.seq_len_kv);
-  bind(op, Role::Stats, io.stats);
   bind(op, Role::AmaxO, io.amax_o);
   bind(op, Role::SfO, io.sf_o);
-  if (io.stats) op.attributes.generate_stats = true;
   return set_op(std::move(op));
 }
 

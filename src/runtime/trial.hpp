@@ -38,6 +38,11 @@ struct TrialReport {
 
 Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const TrialOptions& options);
 
+// The comparison half of run_trial, on the CPU: `outputs` holds every output tensor's bytes as the GPU wrote
+// them. Every element of O must be finite (the poison is NaN); sampled rows are compared with the reference.
+TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInputs& inputs,
+                          reference::HostTensors outputs, const TrialOptions& options);
+
 // Bytes a tensor occupies (its span, FP4 halved).
 int64_t tensor_bytes(const TensorDesc& t);
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.

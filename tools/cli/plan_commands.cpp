@@ -7,6 +7,7 @@
 #include "rime/config.hpp"
 #include "rime/facts.hpp"
 #include "rime/rows.hpp"
+#include "plan/facts_json.hpp"
 #include "runtime/driver.hpp"
 
 namespace rime::cli {
@@ -91,24 +92,6 @@ void print_config(const Config& c) {
   fmt::print("  workspace {} bytes; shared memory {} bytes per CTA\n", c.workspace_bytes, c.smem_bytes);
 }
 
-nlohmann::json facts_json(const Facts& f) {
-  nlohmann::json j{{"op", to_string(f.op)},
-                   {"B", f.B}, {"H_q", f.H_q}, {"H_kv", f.H_kv}, {"group", f.group},
-                   {"S_q", f.S_q}, {"S_kv", f.S_kv}, {"D_qk", f.D_qk}, {"D_v", f.D_v},
-                   {"qkv_dtype", to_string(f.q.dtype)}, {"o_dtype", to_string(f.o.dtype)},
-                   {"o_format", f.o_format()},
-                   {"layouts", {to_string(f.q.layout), to_string(f.k.layout), to_string(f.v.layout), to_string(f.o.layout)}},
-                   {"mask", f.mask.describe()},
-                   {"has_sink", f.has_sink}, {"wants_stats", f.wants_stats}, {"stats_log2", f.stats_log2},
-                   {"wants_amax_s", f.wants_amax_s}, {"wants_amax_o", f.wants_amax_o},
-                   {"o_block_scale", f.o_block_scale}, {"has_scale_o", f.has_scale_o}, {"decode", f.decode},
-                   {"split_eligible", f.split_eligible}, {"split_ineligible_reason", f.split_ineligible_reason},
-                   {"attn_scale", f.attn_scale},
-                   {"arch", f.device.arch_name()}, {"sm_count", f.device.sm_count}};
-  if (f.sf_o_layout) j["sf_o_layout"] = to_string(*f.sf_o_layout);
-  return j;
-}
-
 }  // namespace
 
 int cmd_plan(const Args& args) {
@@ -124,19 +107,13 @@ int cmd_plan(const Args& args) {
 
   if (args.flag("json")) {
     nlohmann::json j{{"source", source}, {"graph", loaded->graph.name()}, {"device_source", dev->source}};
-    j["facts"] = facts_json(facts.value());
+    j["facts"] = facts_to_json(facts.value());
     j["rows"] = nlohmann::json::array();
     for (const RowVerdict& v : verdicts)
       j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
     if (config.ok()) {
-      const Config& c = config.value();
       j["ok"] = true;
-      j["config"] = {{"row", c.row_id}, {"engine", c.engine}, {"tile", {{"q", c.tile.q}, {"kv", c.tile.kv}}},
-                     {"split_kv", c.split_kv}, {"split_reason", c.split_reason}, {"tile_reason", c.tile_reason},
-                     {"workspace_bytes", c.workspace_bytes}, {"smem_bytes", c.smem_bytes}};
-      j["config"]["split_candidates"] = nlohmann::json::array();
-      for (const SplitCandidate& s : c.split_candidates)
-        j["config"]["split_candidates"].push_back({{"split", s.split}, {"waves", s.waves}, {"cost", s.cost}});
+      j["config"] = config_to_json(config.value());
     } else {
       j["ok"] = false;
       j["code"] = to_string(config.status().code());

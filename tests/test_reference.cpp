@@ -1,0 +1,270 @@
+// The CPU reference: conversions against known bit patterns, the block-scaled quantizers against hand-computed
+// blocks, the F8_128x4 index, and split-KV: combining k partials equals the unsplit reference.
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "catch.hpp"
+#include "graph/geometry.hpp"
+#include "reference/block_scale.hpp"
+#include "reference/formats.hpp"
+#include "reference/sdpa.hpp"
+#include "rime/json.hpp"
+#include "runtime/trial.hpp"
+#include "test_paths.hpp"
+
+using namespace rime;
+using namespace rime::reference;
+
+namespace {
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+TEST_CASE("E4M3 decodes and encodes bit-exactly", "[reference][formats]") {
+  CHECK(decode_e4m3(0x00) == 0.0);
+  CHECK(decode_e4m3(0x01) == std::ldexp(1.0, -9));  // smallest subnormal
+  CHECK(decode_e4m3(0x07) == 7 * std::ldexp(1.0, -9));
+  CHECK(decode_e4m3(0x08) == std::ldexp(1.0, -6));  // smallest normal
+  CHECK(decode_e4m3(0x38) == 1.0);
+  CHECK(decode_e4m3(0x7E) == 448.0);
+  CHECK(decode_e4m3(0xFE) == -448.0);
+  CHECK(std::isnan(decode_e4m3(0x7F)));
+  CHECK(std::isnan(decode_e4m3(0xFF)));
+  CHECK(std::signbit(decode_e4m3(0x80)));
+  CHECK(encode_e4m3(1.0) == 0x38);
+  CHECK(encode_e4m3(448.0) == 0x7E);
+  CHECK(encode_e4m3(464.0) == 0x7E);  // satfinite: past the max is the max, never NaN
+  CHECK(encode_e4m3(1e9) == 0x7E);
+  CHECK(encode_e4m3(-1e9) == 0xFE);
+  CHECK(encode_e4m3(kInf) == 0x7E);
+  CHECK(encode_e4m3(kNaN) == 0x7F);
+  CHECK(encode_e4m3(1.0625) == 0x38);  // tie between 1 and 1.125: to the even mantissa
+  CHECK(encode_e4m3(1.1875) == 0x3A);  // tie between 1.125 and 1.25: to the even mantissa
+  CHECK(encode_e4m3(std::ldexp(1.0, -10)) == 0x00);  // half the smallest subnormal: ties to even (zero)
+  CHECK(encode_e4m3(3 * std::ldexp(1.0, -10)) == 0x02);
+  for (int b = 0; b < 256; ++b) {
+    if (b == 0x7F || b == 0xFF) continue;
+    INFO(b);
+    CHECK(encode_e4m3(decode_e4m3(static_cast<uint8_t>(b))) == (b == 0x80 ? 0x80 : b));
+  }
+}
+
+TEST_CASE("E5M2, E2M1, UE8M0, FP16 and BF16 decode and encode bit-exactly", "[reference][formats]") {
+  CHECK(decode_e5m2(0x3C) == 1.0);
+  CHECK(decode_e5m2(0x7B) == 57344.0);
+  CHECK(decode_e5m2(0x7C) == kInf);
+  CHECK(std::isnan(decode_e5m2(0x7D)));
+  CHECK(decode_e5m2(0x01) == std::ldexp(1.0, -16));
+  CHECK(encode_e5m2(1e6) == 0x7B);
+  CHECK(encode_e5m2(kInf) == 0x7B);
+  CHECK(std::isnan(decode_e5m2(encode_e5m2(kNaN))));
+  for (int b = 0; b < 256; ++b) {
+    const double v = decode_e5m2(static_cast<uint8_t>(b));
+    if (std::isnan(v) || std::isinf(v) || b == 0x80) continue;
+    CHECK(encode_e5m2(v) == b);
+  }
+  const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  for (int c = 0; c < 8; ++c) {
+    CHECK(decode_e2m1(static_cast<uint8_t>(c)) == e2m1[c]);
+    CHECK(decode_e2m1(static_cast<uint8_t>(c | 8)) == -e2m1[c]);
+    CHECK(encode_e2m1(e2m1[c]) == c);
+  }
+  CHECK(encode_e2m1(5.0) == 6);    // tie 4 | 6: to the even mantissa (4)
+  CHECK(encode_e2m1(2.5) == 4);    // tie 2 | 3 -> 2
+  CHECK(encode_e2m1(0.25) == 0);   // tie 0 | 0.5 -> 0
+  CHECK(encode_e2m1(0.75) == 2);   // tie 0.5 | 1 -> 1
+  CHECK(encode_e2m1(7.0) == 7);    // satfinite
+  CHECK(encode_e2m1(-3.0) == 0xD);
+  CHECK(decode_ue8m0(127) == 1.0);
+  CHECK(decode_ue8m0(128) == 2.0);
+  CHECK(decode_ue8m0(0) == std::ldexp(1.0, -127));
+  CHECK(std::isnan(decode_ue8m0(0xFF)));
+  CHECK(encode_fp16(1.0) == 0x3C00);
+  CHECK(encode_fp16(65504.0) == 0x7BFF);
+  CHECK(encode_fp16(65519.0) == 0x7BFF);
+  CHECK(encode_fp16(65520.0) == 0x7C00);  // round to nearest overflows to inf (cvt.rn.f16)
+  CHECK(encode_bf16(1.0) == 0x3F80);
+  CHECK(encode_bf16(-2.0) == 0xC000);
+  CHECK(decode_bf16(0x3F80) == 1.0);
+  CHECK(decode_fp16(0x0001) == std::ldexp(1.0, -24));
+}
+
+TEST_CASE("NVFP4 blocks match hand-computed bit patterns", "[reference][block_scale]") {
+  float zeros[16] = {};
+  Nvfp4Block z = quantize_nvfp4(zeros);
+  CHECK(z.scale == 0x00);
+  for (uint8_t c : z.codes) CHECK(c == 0);
+
+  // amax 6: sf = e4m3(6 * (1/6)) = 1.0 (0x38); codes e2m1(o).
+  float a[16] = {6.f, 3.f, -1.5f, 0.25f};
+  Nvfp4Block b = quantize_nvfp4(a);
+  CHECK(b.scale == 0x38);
+  CHECK(b.codes[0] == 0x7);
+  CHECK(b.codes[1] == 0x5);
+  CHECK(b.codes[2] == 0xB);  // negative: sign bit 3
+  CHECK(b.codes[3] == 0x0);  // 0.25 ties to 0
+
+  // Saturation: amax 1e6 -> sf saturates to 448 (0x7E); 1e6 / 448 saturates to 6.
+  float big[16] = {1e6f, -1e6f};
+  Nvfp4Block s = quantize_nvfp4(big);
+  CHECK(s.scale == 0x7E);
+  CHECK(s.codes[0] == 0x7);
+  CHECK(s.codes[1] == 0xF);
+
+  // A subnormal E4M3 scale: amax 0.006 -> 0.001 -> 2^-9 (0x01); 0.006 * 512 = 3.07 -> 3 (0x5).
+  float small[16] = {0.006f};
+  Nvfp4Block t = quantize_nvfp4(small);
+  CHECK(t.scale == 0x01);
+  CHECK(t.codes[0] == 0x5);
+
+  // NaN inputs: the block max ignores them (fmaxf); a NaN code saturates to +6 (E2M1 has no NaN).
+  float withnan[16] = {std::numeric_limits<float>::quiet_NaN(), 3.f};
+  Nvfp4Block n = quantize_nvfp4(withnan);
+  CHECK(n.scale == encode_e4m3(3.f * (1.0f / 6.0f)));
+  CHECK(n.codes[0] == 0x7);
+}
+
+TEST_CASE("MXFP8 blocks match hand-computed bit patterns", "[reference][block_scale]") {
+  float zeros[32] = {};
+  Mxfp8Block z = quantize_mxfp8(zeros);
+  CHECK(z.scale == 0);
+  for (uint8_t c : z.codes) CHECK(c == 0);
+  CHECK(mxfp8_scale_exponent(1.0f) == 119);    // ceil_pow2(1/448) = 2^-8
+  CHECK(mxfp8_scale_exponent(256.0f) == 127);  // a power of two: 256/448 -> 2^0
+  CHECK(mxfp8_scale_exponent(448.0f) == 127);  // exactly 448: 2^0, no rounding up
+  CHECK(mxfp8_scale_exponent(449.0f) == 128);
+  CHECK(mxfp8_scale_exponent(3.0e38f) == 247);  // 3e38 = 1.76 * 2^127 -> 2^(127 - 8 + 1)
+  CHECK(mxfp8_scale_exponent(1e-40f) == 0);     // subnormal amax
+
+  float one[32] = {1.f, -0.5f};
+  Mxfp8Block m = quantize_mxfp8(one);
+  CHECK(m.scale == 119);
+  CHECK(m.codes[0] == 0x78);  // 1 * 2^8 = 256
+  CHECK(m.codes[1] == 0xF0);  // -128
+
+  float v449[32] = {449.f};
+  Mxfp8Block q = quantize_mxfp8(v449);
+  CHECK(q.scale == 128);
+  CHECK(q.codes[0] == 0x76);  // 224.5 -> 224
+
+  float withnan[32] = {std::numeric_limits<float>::quiet_NaN(), -2.f};
+  Mxfp8Block n = quantize_mxfp8(withnan);
+  CHECK(n.scale == 120);
+  CHECK(n.codes[0] == 0x7F);
+  CHECK(n.codes[1] == 0xF8);  // -256
+}
+
+TEST_CASE("the F8_128x4 index and the two sf_o layouts", "[reference][block_scale]") {
+  CHECK(f8_128x4_offset(33, 5, 8) == 533);  // the worked example of src/graph/geometry.hpp
+  CHECK(f8_128x4_offset(0, 0, 4) == 0);
+  CHECK(f8_128x4_offset(128, 0, 4) == 512);  // the second 128-row atom
+  CHECK(f8_128x4_offset(31, 3, 4) == 31 * 16 + 3);
+  CHECK(f8_128x4_offset(32, 0, 4) == 4);
+  // Every (r, c) of a 256 x 8 matrix lands on a distinct byte inside it.
+  std::vector<int> seen(256 * 8, 0);
+  for (int r = 0; r < 256; ++r)
+    for (int c = 0; c < 8; ++c) ++seen[f8_128x4_offset(r, c, 8)];
+  for (int s : seen) CHECK(s == 1);
+  // Planes: plane (b, h) starts at (b*H + h) * R * C. Token-major: row b*R + r, column h*C + c of [B*R, H*C].
+  CHECK(sf_o_offset(SfLayout::Planes, 40, 2176, 8, 1, 2, 0, 0) == (1 * 40 + 2) * 2176 * 8);
+  CHECK(sf_o_offset(SfLayout::TokenMajor, 40, 7808, 4, 0, 1, 0, 0) == f8_128x4_offset(0, 4, 160));
+}
+
+TEST_CASE("combining k split partials equals the unsplit reference", "[reference][split]") {
+  Result<Graph> g = load_graph_file(test::example_path("bf16_causal_sink"));
+  REQUIRE(g.ok());
+  // A smaller copy of the example: 2 heads' worth of rows is enough.
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  const runtime::TrialInputs in = runtime::make_inputs(g.value(), 11);
+  const double sink = load_element(DataType::FP32, in.tensors.at(g->operand(Role::Sink)->uid).data(), 3);
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{200}, int64_t{511}}) {
+    RowResult whole = attention_row(g.value(), f.value(), in.tensors, 1, 3, i);
+    const KvRange keys = unmasked_keys(g.value(), f.value(), in.tensors, 1, i);
+    const int64_t tiles_lo = keys.first / 64, tiles_hi = (keys.last + 63) / 64;
+    for (int splits : {1, 2, 3, 7, 64}) {  // 64 splits > the tiles: empty chunks
+      std::vector<RowResult> parts;
+      const int64_t n = tiles_hi - tiles_lo, per = n / splits, rem = n % splits;
+      for (int k = 0; k < splits; ++k) {
+        const int64_t first = tiles_lo + k * per + std::min<int64_t>(k, rem);
+        const int64_t last = first + per + (k < rem ? 1 : 0);
+        KvRange chunk{first * 64, last * 64};
+        parts.push_back(attention_row(g.value(), f.value(), in.tensors, 1, 3, i, &chunk));
+      }
+      RowResult combined = combine_rows(parts, &sink);
+      INFO("row " << i << " splits " << splits);
+      CHECK(combined.lse == Approx(whole.lse).epsilon(1e-12));
+      for (size_t d = 0; d < whole.o.size(); ++d) CHECK(combined.o[d] == Approx(whole.o[d]).margin(1e-12));
+    }
+  }
+  // Every split empty and no sink: O = 0, LSE = -inf.
+  RowResult empty;
+  empty.o.assign(4, 0.0);
+  empty.lse = -kInf;
+  empty.live = true;
+  RowResult none = combine_rows({empty, empty}, nullptr);
+  CHECK(none.lse == -kInf);
+  for (double x : none.o) CHECK(x == 0.0);
+}
+
+TEST_CASE("the output check passes the reference's own outputs and fails broken ones", "[reference][check]") {
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
+  for (int t : {0, 1, 2, 9}) {
+    doc["tensors"][t]["dims"] = {1, 2, 64, 128};
+    doc["tensors"][t].erase("strides");
+  }
+  doc["tensors"][10]["dims"] = {1, 2, 64, 1};
+  doc["tensors"][10].erase("strides");
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  const runtime::TrialInputs in = runtime::make_inputs(g.value(), 21);
+
+  // What a correct kernel would write: the reference, scaled by scale_o and cast.
+  const TensorDesc &o = *g->operand(Role::O), &stats = *g->operand(Role::Stats);
+  const double scale_o = load_element(DataType::FP32, in.tensors.at(g->operand(Role::ScaleO)->uid).data(), 0);
+  HostTensors outputs;
+  for (const TensorDesc& t : g->tensors())
+    if (t.is_output) outputs[t.uid].assign(static_cast<size_t>(runtime::tensor_bytes(t)), 0);
+  double amax_o = 0, amax_s = 0;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 64; ++i) {
+      RowResult r = attention_row(g.value(), f.value(), in.tensors, 0, h, i);
+      for (int64_t d = 0; d < 128; ++d) {
+        store_element(o.dtype, outputs[o.uid].data(), offset_of(o, 0, h, i, d), r.o[d] * scale_o);
+        amax_o = std::max(amax_o, std::fabs(r.o[d]));
+      }
+      store_element(DataType::FP32, outputs[stats.uid].data(), h * 64 + i, r.lse);
+      amax_s = std::max(amax_s, r.max_p);
+    }
+  store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o);
+  store_element(DataType::FP32, outputs[g->operand(Role::AmaxS)->uid].data(), 0, amax_s);
+
+  runtime::TrialReport good = runtime::check_outputs(g.value(), f.value(), in, outputs, {});
+  for (const auto& msg : good.failures) INFO(msg);
+  CHECK(good.passed);
+  CHECK(good.rows_checked == 128);
+
+  SECTION("an unwritten element (the NaN poison) fails") {
+    outputs[o.uid][offset_of(o, 0, 1, 63, 127)] = 0xFF;
+    runtime::TrialReport bad = runtime::check_outputs(g.value(), f.value(), in, outputs, {});
+    CHECK_FALSE(bad.passed);
+    CHECK(bad.failures.at(0).find("unwritten or non-finite") != std::string::npos);
+  }
+  SECTION("one element outside the FP8 tolerance fails") {
+    const int64_t at = offset_of(o, 0, 0, 5, 7);
+    store_element(o.dtype, outputs[o.uid].data(), at, load_element(o.dtype, outputs[o.uid].data(), at) + 2.0 * scale_o);
+    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+  }
+  SECTION("a wrong LSE fails") {
+    store_element(DataType::FP32, outputs[stats.uid].data(), 3,
+                  load_element(DataType::FP32, outputs[stats.uid].data(), 3) + 0.1);
+    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+  }
+  SECTION("a wrong Amax_O fails") {
+    store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o * 2 + 1);
+    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+  }
+}
