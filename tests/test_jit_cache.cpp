@@ -19,6 +19,7 @@
 #include "catch.hpp"
 #include "common/params.h"
 #include "jit/kernel_spec.hpp"
+#include "plan/bindings.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
 #include "sdpa_mma/launch.hpp"
@@ -365,4 +366,39 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
   CHECK(future.status().code() == StatusCode::InvalidJson);
   CHECK(future.status().message().find("version 7") != std::string::npos);
   CHECK(Plan::load("{\"rime_plan\": 1}").status().code() == StatusCode::InvalidJson);
+}
+
+TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers", "[plan]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  // Fake addresses, never dereferenced: each tensor gets its own 64 MiB-aligned slot.
+  std::unordered_map<int64_t, void*> buffers;
+  uintptr_t next = uintptr_t{1} << 40;
+  for (const TensorDesc& t : g->tensors()) {
+    buffers[t.uid] = reinterpret_cast<void*>(next);
+    next += uintptr_t{64} << 20;
+  }
+  void* ws = reinterpret_cast<void*>(next);
+  CHECK(check_bindings(g.value(), buffers, ws, 4096).ok());
+  CHECK(check_bindings(g.value(), buffers, nullptr, 4096).message().find("needs a workspace of 4096") !=
+        std::string::npos);
+  const int64_t q = g->operand(Role::Q)->uid, k = g->operand(Role::K)->uid, o = g->operand(Role::O)->uid;
+
+  auto missing = buffers;
+  missing.erase(k);
+  CHECK(check_bindings(g.value(), missing, ws, 4096).message() == "no buffer bound for K (uid 2)");
+
+  auto misaligned = buffers;
+  misaligned[q] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(buffers[q]) + 8);
+  CHECK(check_bindings(g.value(), misaligned, ws, 4096).message() == "buffer for Q (uid 1) is not 16-byte aligned");
+
+  auto overlapping = buffers;  // O placed inside K
+  overlapping[o] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(buffers[k]) + 4096);
+  Status s = check_bindings(g.value(), overlapping, ws, 4096);
+  CHECK(s.code() == StatusCode::InvalidGraph);
+  CHECK(s.message().find("the buffer of output O (uid 10) overlaps the buffer of K (uid 2)") != std::string::npos);
+
+  auto into_ws = buffers;
+  into_ws[o] = ws;
+  CHECK(check_bindings(g.value(), into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
 }

@@ -63,6 +63,11 @@ std::optional<int64_t> element_span(const std::vector<int64_t>& dims, const std:
   return span;
 }
 
+int64_t tensor_storage_bytes(const TensorDesc& t) {
+  const int64_t span = element_span(t.dims, t.strides).value_or(0);
+  return (span * bits_of(t.dtype) + 7) / 8;
+}
+
 std::optional<int64_t> element_count(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) {

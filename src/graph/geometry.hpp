@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rime/facts.hpp"
+#include "rime/types.hpp"
 
 namespace rime {
 
@@ -28,6 +29,9 @@ inline constexpr int64_t f8_128x4_offset(int64_t r, int64_t c, int64_t cols) {
 
 // Elements spanned by a tensor (1 + sum (d-1)*stride), or nullopt on int64 overflow.
 std::optional<int64_t> element_span(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// Bytes a tensor's storage spans (FP4 packs two per byte); 0 for a tensor whose span overflows (validate()
+// refuses those).
+int64_t tensor_storage_bytes(const TensorDesc& t);
 // Product of dims, or nullopt on overflow.
 std::optional<int64_t> element_count(const std::vector<int64_t>& dims);
 

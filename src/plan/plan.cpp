@@ -7,6 +7,7 @@
 
 #include "jit/kernel_spec.hpp"
 #include "log/log.hpp"
+#include "plan/bindings.hpp"
 #include "plan/facts_json.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
@@ -197,21 +198,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
   const SdpaOp& op = *s.graph.op();
-  for (int r = 0; r < kRoleCount; ++r) {
-    if (!op.operands[r]) continue;
-    const TensorDesc* t = s.graph.find_tensor(*op.operands[r]);
-    auto it = buffers.find(t->uid);
-    if (it == buffers.end() || !it->second)
-      return Status(StatusCode::InvalidGraph, fmt::format("no buffer bound for {} (uid {})", t->name, t->uid));
-    // cp.async and the vector stores need 16-byte aligned tensors; scalars only 4.
-    const uintptr_t align = t->dims.size() == 4 && t->dims[3] > 1 ? 16 : 4;
-    if (reinterpret_cast<uintptr_t>(it->second) % align != 0)
-      return Status(StatusCode::InvalidGraph,
-                    fmt::format("buffer for {} (uid {}) is not {}-byte aligned", t->name, t->uid, align));
-  }
-  if (s.config.workspace_bytes > 0 && !workspace)
-    return Status(StatusCode::InvalidGraph, fmt::format("the plan needs a workspace of {} bytes",
-                                                        s.config.workspace_bytes));
+  RIME_RETURN_IF_ERROR(check_bindings(s.graph, buffers, workspace, s.config.workspace_bytes));
   const driver::Api* api = driver::api();
   CUstream cu_stream = static_cast<CUstream>(stream);
   for (Role r : {Role::AmaxO, Role::AmaxS}) {

@@ -39,10 +39,7 @@ bool is_fp8_type(DataType t) { return t == DataType::FP8_E4M3 || t == DataType::
 
 }  // namespace
 
-int64_t tensor_bytes(const TensorDesc& t) {
-  const int64_t span = element_span(t.dims, t.strides).value_or(0);
-  return (span * bits_of(t.dtype) + 7) / 8;
-}
+int64_t tensor_bytes(const TensorDesc& t) { return tensor_storage_bytes(t); }
 
 double attention_flops(const Facts& f) {
   const int64_t shift = f.mask.bottom_right ? f.S_kv - f.S_q : 0;

@@ -1,0 +1,19 @@
+// Internal: the checks execute() makes on the caller's buffers before launching anything. Pure (no device
+// access, no allocation), so they are tested on the CPU.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "rime/graph.hpp"
+#include "rime/status.hpp"
+
+namespace rime {
+
+// Every tensor of the op bound to a non-null buffer; 16-byte alignment for [.., D] tensors (cp.async and
+// vector stores), 4 for the rest; no output overlapping any other operand or the workspace (an output written
+// over an input races with the kernel reading it; SPEC section 5 asks it of sf_o in particular).
+Status check_bindings(const Graph& graph, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
+                      int64_t workspace_bytes);
+
+}  // namespace rime
