@@ -227,7 +227,7 @@ TEST_CASE("the output check passes the reference's own outputs and fails broken 
   const double scale_o = load_element(DataType::FP32, in.tensors.at(g->operand(Role::ScaleO)->uid).data(), 0);
   HostTensors outputs;
   for (const TensorDesc& t : g->tensors())
-    if (t.is_output) outputs[t.uid].assign(static_cast<size_t>(runtime::tensor_bytes(t)), 0);
+    if (t.is_output) outputs[t.uid].assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
   double amax_o = 0, amax_s = 0;
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 64; ++i) {

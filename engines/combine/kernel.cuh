@@ -9,7 +9,7 @@
 
 namespace rime_dev {
 
-constexpr int kCombineRowsPerBlock = 4;
+constexpr int kCombineRowsPerBlock = RIME_COMBINE_ROWS_PER_BLOCK;
 constexpr int kMaxSplits = 128;
 
 template <int kOut, int kDv, int kFeatures>

@@ -51,6 +51,9 @@ struct SdpaParams {
   int stats_log2;
 };
 
+// Rows (one warp each) per CTA of the split-KV combine; the launcher sizes its grid with the same constant.
+#define RIME_COMBINE_ROWS_PER_BLOCK 4
+
 struct CombineParams {
   const float* o_partial;
   const float* lse_partial;

@@ -81,7 +81,7 @@ Launch sdpa_mma_launch(const Facts& f, const Config& c) {
 }
 
 Launch combine_launch(const Facts& f) {
-  constexpr int kRowsPerBlock = 4;  // engines/combine/kernel.cuh: kCombineRowsPerBlock
+  constexpr int kRowsPerBlock = RIME_COMBINE_ROWS_PER_BLOCK;
   const int64_t rows = f.B * f.H_q * f.S_q;
   return Launch{{static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 1, 1}, 32 * kRowsPerBlock, 0};
 }

@@ -35,11 +35,7 @@ struct DeviceMemory {
   }
 };
 
-bool is_fp8_type(DataType t) { return t == DataType::FP8_E4M3 || t == DataType::FP8_E5M2; }
-
 }  // namespace
-
-int64_t tensor_bytes(const TensorDesc& t) { return tensor_storage_bytes(t); }
 
 double attention_flops(const Facts& f) {
   const int64_t shift = f.mask.bottom_right ? f.S_kv - f.S_q : 0;
@@ -64,7 +60,7 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed) {
     if (is_output_role(role) || !op.operands[r]) continue;
     const TensorDesc& t = *g.find_tensor(*op.operands[r]);
     std::vector<uint8_t>& bytes = in.tensors[t.uid];
-    bytes.assign(static_cast<size_t>(tensor_bytes(t)), 0);
+    bytes.assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
     const int64_t span = element_span(t.dims, t.strides).value_or(0);
     auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
     switch (role) {
@@ -114,12 +110,12 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
   DeviceMemory mem;
   std::unordered_map<int64_t, void*> buffers;
   for (const TensorDesc& t : g.tensors()) {
-    auto p = mem.alloc(tensor_bytes(t));
+    auto p = mem.alloc(tensor_storage_bytes(t));
     if (!p.ok()) return p.status();
     buffers[t.uid] = reinterpret_cast<void*>(p.value());
     if (t.is_output) {
       // Poison: 0xFF is NaN in every float type rime writes, so an unwritten element cannot pass.
-      RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD8(p.value(), 0xFF, static_cast<size_t>(tensor_bytes(t))),
+      RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD8(p.value(), 0xFF, static_cast<size_t>(tensor_storage_bytes(t))),
                                          "cuMemsetD8(poison)"));
     } else {
       const auto& bytes = inputs.tensors.at(t.uid);
@@ -148,7 +144,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
   for (const TensorDesc& t : g.tensors()) {
     if (!t.is_output) continue;
     auto& bytes = rep.outputs[t.uid];
-    bytes.resize(static_cast<size_t>(tensor_bytes(t)));
+    bytes.resize(static_cast<size_t>(tensor_storage_bytes(t)));
     RIME_RETURN_IF_ERROR(driver::check(
         api->cuMemcpyDtoH(bytes.data(), reinterpret_cast<CUdeviceptr>(buffers[t.uid]), bytes.size()), "cuMemcpyDtoH"));
   }
@@ -175,7 +171,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     rep.median_ms = times[times.size() / 2];
     rep.tflops = attention_flops(f) / (rep.median_ms * 1e-3) / 1e12;
     double bytes = 0;
-    for (const TensorDesc& t : g.tensors()) bytes += static_cast<double>(tensor_bytes(t));
+    for (const TensorDesc& t : g.tensors()) bytes += static_cast<double>(tensor_storage_bytes(t));
     rep.gbps = bytes / (rep.median_ms * 1e-3) / 1e9;
   }
   if (!opt.check) return rep;
@@ -227,7 +223,7 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
     rows.assign(picked.begin(), picked.end());
   }
 
-  const bool fp8_out = is_fp8_type(o.dtype);
+  const bool fp8_out = is_fp8(o.dtype);
   // SPEC section 10 applies the FP8 criterion (atol + rtol per element) to every graph with FP8 inputs, whatever
   // the O dtype: P is quantized to E4M3 (allowed by SPEC section 2), which alone costs ~2-4% relative L2, so the
   // 1e-2 relative-L2 bound is the criterion of the BF16/FP16 op (sdpa).

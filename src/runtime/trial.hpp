@@ -43,8 +43,6 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
 TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInputs& inputs,
                           reference::HostTensors outputs, const TrialOptions& options);
 
-// Bytes a tensor occupies (its span, FP4 halved).
-int64_t tensor_bytes(const TensorDesc& t);
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
 double attention_flops(const Facts& f);
 

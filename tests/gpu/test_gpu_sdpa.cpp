@@ -6,6 +6,7 @@
 
 #include "catch.hpp"
 #include "test_paths.hpp"
+#include "graph/geometry.hpp"
 #include "random_graph.hpp"
 #include "reference/formats.hpp"
 #include "rime/json.hpp"
@@ -158,7 +159,7 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
   std::vector<CUdeviceptr> allocations;
   for (const TensorDesc& t : graph.tensors()) {
     CUdeviceptr p = 0;
-    REQUIRE(api->cuMemAlloc(&p, static_cast<size_t>(runtime::tensor_bytes(t))) == CUDA_SUCCESS);
+    REQUIRE(api->cuMemAlloc(&p, static_cast<size_t>(tensor_storage_bytes(t))) == CUDA_SUCCESS);
     allocations.push_back(p);
     buffers[t.uid] = reinterpret_cast<void*>(p);
   }
@@ -173,7 +174,7 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
     for (const TensorDesc& t : graph.tensors())
       if (t.is_output)
         REQUIRE(api->cuMemsetD8(reinterpret_cast<CUdeviceptr>(buffers[t.uid]), 0xFF,
-                                static_cast<size_t>(runtime::tensor_bytes(t))) == CUDA_SUCCESS);
+                                static_cast<size_t>(tensor_storage_bytes(t))) == CUDA_SUCCESS);
   };
   runtime::TrialInputs first = runtime::make_inputs(graph, 1), second = runtime::make_inputs(graph, 2);
   upload(first);
@@ -189,7 +190,7 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
   REQUIRE(api->cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
   REQUIRE(api->cuStreamSynchronize(stream) == CUDA_SUCCESS);
   const TensorDesc& o = *graph.operand(Role::O);
-  std::vector<uint8_t> out(static_cast<size_t>(runtime::tensor_bytes(o)));
+  std::vector<uint8_t> out(static_cast<size_t>(tensor_storage_bytes(o)));
   REQUIRE(api->cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(buffers[o.uid]), out.size()) == CUDA_SUCCESS);
   // An FP8 graph: SPEC section 10's FP8 criterion, element by element, against the second inputs' reference.
   const Facts& f = plan->facts();

@@ -143,7 +143,9 @@ int cmd_cache(const Args& args) {
     // Ahead-of-time compile for a fleet: plan each graph for --arch/--sms (default sm_90a, 132 SMs) and compile
     // its kernels into the cache, without a GPU.
     if (args.positional.size() < 2) return fail(args, StatusCode::InvalidJson, "rime cache warm FILE... [--arch ARCH]");
-    Result<DeviceDesc> dev = DeviceDesc::from_arch(args.get("arch", "sm_90a"), std::stoi(args.get("sms", "132")));
+    Args device_args = args;  // warm is for a fleet: the default is the documented H200, never the local GPU
+    if (!device_args.flag("arch")) device_args.options["arch"] = "sm_90a";
+    Result<DeviceChoice> dev = device_from_args(device_args);
     if (!dev.ok()) return report_failure(dev.status(), args, "cache warm");
     nlohmann::json out = nlohmann::json::array();
     int rc = kExitOk;
@@ -155,7 +157,7 @@ int cmd_cache(const Args& args) {
         continue;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      Result<Plan> plan = Plan::build(g.value(), PlanOptions{dev.value()});
+      Result<Plan> plan = Plan::build(g.value(), PlanOptions{dev->device});
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (!plan.ok()) {
         rc = report_failure(plan.status(), args, file);
