@@ -47,7 +47,8 @@ KernelSpec combine(int out, int d, int features, const std::string& arch) {
                     "CombineParams", arch};
 }
 
-constexpr int kAllFeatures = RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_AMAX_S | RIME_F_PADDING | RIME_F_MASK;
+constexpr int kAllFeatures =
+    RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_AMAX_S | RIME_F_PADDING | RIME_F_MASK | RIME_F_SCALE_O;
 constexpr int kSplitFeatures = RIME_F_STATS | RIME_F_SPLIT | RIME_F_PADDING | RIME_F_MASK;
 
 // Compiles on two threads (this machine has two cores) and reports every failure with its log.
@@ -82,9 +83,16 @@ TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit]
   // Every O type of the FP8 row, and the plain (no-feature) form.
   for (int out : {RIME_T_E5M2, RIME_T_BF16, RIME_T_FP16})
     specs.push_back(attention_spec(RIME_T_E4M3, out, 128, 64, 0, "sm_90a"));
-  for (int out : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
+  // Block-scaled O (NVFP4, MXFP8) for every head dim and tile, with and without scale_o.
+  for (int out : {RIME_T_NVFP4, RIME_T_MXFP8})
+    for (int d : {64, 128, 256}) {
+      for (int tile : {16, 64, 128}) specs.push_back(attention_spec(RIME_T_E4M3, out, d, tile, kAllFeatures, "sm_90a"));
+      specs.push_back(attention_spec(RIME_T_E5M2, out, d, 64, 0, "sm_90a"));
+    }
+  for (int out : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2, RIME_T_NVFP4, RIME_T_MXFP8})
     for (int d : {64, 128, 256})
-      specs.push_back(combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING, "sm_90a"));
+      specs.push_back(
+          combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O, "sm_90a"));
   compile_all(specs);
 }
 
@@ -95,6 +103,7 @@ TEST_CASE("the portable engines compile for sm_80, sm_89, sm_100a and sm_120a", 
     specs.push_back(combine(RIME_T_BF16, 128, RIME_F_SINK | RIME_F_STATS, arch));
     if (std::string(arch) == "sm_80") continue;  // FP8 mma.sync needs sm_89
     for (int in : {RIME_T_E4M3, RIME_T_E5M2}) specs.push_back(attention_spec(in, RIME_T_E4M3, 128, 64, kAllFeatures, arch));
+    specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_NVFP4, 128, 64, kAllFeatures, arch));
   }
   compile_all(specs);
 }

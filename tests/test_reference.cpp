@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
+#include "common/block_scale.h"
 #include "graph/geometry.hpp"
 #include "reference/block_scale.hpp"
 #include "reference/formats.hpp"
 #include "reference/sdpa.hpp"
 #include "rime/json.hpp"
 #include "runtime/trial.hpp"
+#include "block_scaled_graph.hpp"
 #include "test_paths.hpp"
 
 using namespace rime;
@@ -171,6 +173,70 @@ TEST_CASE("the F8_128x4 index and the two sf_o layouts", "[reference][block_scal
   CHECK(sf_o_offset(SfLayout::TokenMajor, 40, 7808, 4, 0, 1, 0, 0) == f8_128x4_offset(0, 4, 160));
 }
 
+// The kernels' block-scale arithmetic (engines/common/block_scale.h, compiled here for the host) against the
+// reference quantizers: every E2M1 rounding boundary, every E4M3 scale byte, the MXFP8 exponent and its
+// inverse, the F8_128x4 index; and whole blocks quantized the kernels' way equal quantize_nvfp4/mxfp8.
+TEST_CASE("the kernels' block-scale arithmetic equals the reference bit for bit", "[reference][block_scale]") {
+  std::vector<float> xs = {0.f, -0.f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, 6.f, 7.f, 1e30f, -1e30f, 1e-30f,
+                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::denorm_min()};
+  for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f})
+    for (float x : {std::nextafter(mid, 0.f), std::nextafter(mid, 10.f)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  uint32_t state = 12345;
+  for (int n = 0; n < 20000; ++n) {
+    state = state * 1664525u + 1013904223u;
+    xs.push_back((static_cast<float>(state >> 8) / 16777216.f - 0.5f) * 16.f);
+  }
+  for (float x : xs) {
+    INFO("x = " << x);
+    CHECK(rime_bs::e2m1_code(x) == encode_e2m1(static_cast<double>(x)));
+  }
+  CHECK(rime_bs::e2m1_code(std::numeric_limits<float>::quiet_NaN()) == encode_e2m1(kNaN));
+  for (unsigned b = 0; b < 0x7F; ++b) CHECK(static_cast<double>(rime_bs::e4m3_value(b)) == decode_e4m3(static_cast<uint8_t>(b)));
+  CHECK(std::isnan(rime_bs::e4m3_value(0x7F)));
+  for (float a : xs) {
+    const float amax = std::fabs(a);
+    if (!std::isfinite(amax)) continue;
+    INFO("amax = " << amax);
+    CHECK(rime_bs::mxfp8_exponent(amax) == mxfp8_scale_exponent(amax));
+  }
+  for (float amax : {448.f, 448.f * 1.75f, 448.f * 1.7500001f, 1e-38f, 3e38f}) CHECK(rime_bs::mxfp8_exponent(amax) == mxfp8_scale_exponent(amax));
+  CHECK(rime_bs::mxfp8_inverse_scale(0) == 0.f);
+  for (unsigned e = 1; e <= 254; ++e) CHECK(rime_bs::mxfp8_inverse_scale(e) == std::ldexp(1.0f, 127 - static_cast<int>(e)));
+  for (long long r : {0, 31, 32, 127, 128, 300})
+    for (long long c : {0, 3, 4, 7}) CHECK(rime_bs::f8_128x4_offset(r, c, 8) == f8_128x4_offset(r, c, 8));
+  CHECK(rime_bs::sf_o_offset(0, 40, 2176, 8, 1, 2, 300, 5) == sf_o_offset(SfLayout::Planes, 40, 2176, 8, 1, 2, 300, 5));
+  CHECK(rime_bs::sf_o_offset(1, 40, 2176, 8, 1, 2, 300, 5) == sf_o_offset(SfLayout::TokenMajor, 40, 2176, 8, 1, 2, 300, 5));
+
+  // Whole blocks, the kernels' way (the E4M3 scale cast is cvt.rn.satfinite there, encode_e4m3 here).
+  for (int n = 0; n < 2000; ++n) {
+    float o[32];
+    const float magnitude = std::ldexp(1.0f, n % 40 - 20);
+    for (float& v : o) {
+      state = state * 1664525u + 1013904223u;
+      v = (static_cast<float>(state >> 8) / 16777216.f - 0.5f) * magnitude;
+    }
+    float amax16 = 0, amax32 = 0;
+    for (int i = 0; i < 32; ++i) {
+      amax32 = std::fmax(amax32, std::fabs(o[i]));
+      if (i < 16) amax16 = std::fmax(amax16, std::fabs(o[i]));
+    }
+    const uint8_t sf = encode_e4m3(static_cast<double>(amax16 * (1.0f / 6.0f)));
+    const float dec = rime_bs::e4m3_value(sf);
+    const float inv = dec > 0.f ? 1.0f / dec : 0.f;
+    const Nvfp4Block want4 = quantize_nvfp4(o);
+    CHECK(sf == want4.scale);
+    for (int i = 0; i < 16; ++i) CHECK(rime_bs::e2m1_code(o[i] * inv) == want4.codes[i]);
+    const unsigned e = rime_bs::mxfp8_exponent(amax32);
+    const Mxfp8Block want8 = quantize_mxfp8(o);
+    CHECK(e == want8.scale);
+    for (int i = 0; i < 32; ++i) CHECK(encode_e4m3(static_cast<double>(o[i] * rime_bs::mxfp8_inverse_scale(e))) == want8.codes[i]);
+  }
+}
+
 TEST_CASE("combining k split partials equals the unsplit reference", "[reference][split]") {
   Result<Graph> g = load_graph_file(test::example_path("bf16_causal_sink"));
   REQUIRE(g.ok());
@@ -267,4 +333,98 @@ TEST_CASE("the output check passes the reference's own outputs and fails broken 
     store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o * 2 + 1);
     CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
   }
+}
+
+// What a correct block-scaled kernel writes, from the reference and its quantizers, then broken four ways.
+TEST_CASE("the block-scaled output check passes quantized reference outputs and fails broken ones",
+          "[reference][check][block_scale]") {
+  for (int block : {16, 32})
+    for (bool token_major : {false, true}) {
+      test::BlockScaledCase c;
+      c.block = block, c.token_major = token_major, c.B = 1, c.H_q = 2, c.H_kv = 1, c.S_q = 130, c.S_kv = 64, c.D = 64;
+      const Graph g = test::block_scaled_graph(c);
+      REQUIRE(validate(g).ok());
+      Result<Facts> f = analyze(g, DeviceDesc::h200());
+      REQUIRE(f.ok());
+      INFO(c.describe());
+      const runtime::TrialInputs in = runtime::make_inputs(g, 5);
+      const TensorDesc &o = *g.operand(Role::O), &sf = *g.operand(Role::SfO);
+      const double scale_o = load_element(DataType::FP32, in.tensors.at(g.operand(Role::ScaleO)->uid).data(), 0);
+      HostTensors outputs;
+      for (const TensorDesc& t : g.tensors())
+        if (t.is_output) outputs[t.uid].assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
+      double amax_o = 0;
+      auto sf_at = [&](int64_t h, int64_t r, int64_t blk) {
+        return sf_o_offset(*f->sf_o_layout, c.H_q, f->sf_o_rows, f->sf_o_cols, 0, h, r, blk);
+      };
+      for (int64_t h = 0; h < c.H_q; ++h)
+        for (int64_t i = 0; i < c.S_q; ++i) {
+          RowResult r = attention_row(g, f.value(), in.tensors, 0, h, i);
+          for (int64_t blk = 0; blk < c.D / block; ++blk) {
+            float v[32];
+            for (int n = 0; n < block; ++n) {
+              v[n] = static_cast<float>(r.o[blk * block + n] * scale_o);
+              amax_o = std::max(amax_o, std::fabs(r.o[blk * block + n]));
+            }
+            if (block == 16) {
+              const Nvfp4Block q = quantize_nvfp4(v);
+              outputs[sf.uid][sf_at(h, i, blk)] = q.scale;
+              for (int n = 0; n < 16; ++n) {
+                const int64_t at = offset_of(o, 0, h, i, blk * 16 + n);
+                outputs[o.uid][at / 2] |= static_cast<uint8_t>(q.codes[n] << (at % 2 ? 4 : 0));
+              }
+            } else {
+              const Mxfp8Block q = quantize_mxfp8(v);
+              outputs[sf.uid][sf_at(h, i, blk)] = q.scale;
+              for (int n = 0; n < 32; ++n) outputs[o.uid][offset_of(o, 0, h, i, blk * 32 + n)] = q.codes[n];
+            }
+          }
+        }
+      store_element(DataType::FP32, outputs[g.operand(Role::AmaxO)->uid].data(), 0, amax_o);
+
+      runtime::TrialReport good = runtime::check_outputs(g, f.value(), in, outputs, {});
+      for (const auto& msg : good.failures) INFO(msg);
+      CHECK(good.passed);
+      CHECK(good.o_rel_l2 == Approx(good.quant_rel_l2).margin(1e-6));
+      auto fails_with = [&](const HostTensors& broken, const std::string& what) {
+        runtime::TrialReport bad = runtime::check_outputs(g, f.value(), in, broken, {});
+        CHECK_FALSE(bad.passed);
+        bool found = false;
+        std::string all;
+        for (const auto& msg : bad.failures) {
+          found = found || msg.find(what) != std::string::npos;
+          all += msg + "\n";
+        }
+        INFO("expected a failure mentioning '" << what << "'; got:\n" << all);
+        CHECK(found);
+      };
+      {
+        HostTensors broken = outputs;  // a block scale left as the 0xFF poison
+        broken[sf.uid][sf_at(1, 129, 1)] = 0xFF;
+        fails_with(broken, "unwritten or non-finite");
+      }
+      {
+        HostTensors broken = outputs;  // a block scale 3 codes off
+        broken[sf.uid][sf_at(0, 7, 0)] = static_cast<uint8_t>(broken[sf.uid][sf_at(0, 7, 0)] + 3);
+        fails_with(broken, "more than one code");
+      }
+      {
+        HostTensors broken = outputs;  // one row's codes left as the 0xFF poison
+        for (int64_t d = 0; d < c.D; ++d) {
+          const int64_t at = offset_of(o, 0, 0, 50, d);
+          broken[o.uid][block == 16 ? at / 2 : at] = 0xFF;
+        }
+        fails_with(broken, block == 16 ? "outside the FP8 tolerance" : "unwritten or non-finite");
+      }
+      if (!token_major) {
+        HostTensors broken = outputs;  // a pad row of a plane not zeroed
+        broken[sf.uid][sf_at(1, 200, 0)] = 0x38;
+        fails_with(broken, "pad rows or pad columns");
+      }
+      if (block == 32) {
+        HostTensors broken = outputs;  // a pad column (D 64 / 32 = 2 blocks, C = 4) not zeroed
+        broken[sf.uid][sf_at(0, 3, 3)] = 0x7F;
+        fails_with(broken, "pad rows or pad columns");
+      }
+    }
 }

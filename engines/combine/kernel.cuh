@@ -2,7 +2,8 @@
 //   M = max_k LSE_k (and the sink), w_k = LSE_k live ? exp(LSE_k - M) : 0, den = sum_k w_k (+ exp(sink - M)),
 //   O = sum_k w_k O_k / max(den, 1e-30), LSE = M + log(den).
 // The sink is added here, once; the splits never see it. The combine owns everything downstream of O: Amax_O
-// of the recombined rows, scale_o and the single cast.
+// of the recombined rows, scale_o and the single cast, and the block-scaled epilogue (NVFP4 / MXFP8 + sf_o),
+// which the upstream system declines under split.
 #pragma once
 
 #include "common/device.cuh"
@@ -62,13 +63,37 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) sdpa_combine(const 
   }
   const float inv = any ? 1.f / fmaxf(den, 1e-30f) : 0.f;
   float scale_o = 1.f;
-  if constexpr (kOut == RIME_T_E4M3 || kOut == RIME_T_E5M2) scale_o = p.scale_o[0];
+  if constexpr ((kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
   float amax = 0.f;
-  for (int c = 0; c < kPairs; ++c) {
-    const float x = acc[c][0] * inv, y = acc[c][1] * inv;
-    amax = fmaxf(amax, fmaxf(fabsf(x), fabsf(y)));
-    store_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o);
+  constexpr int kBlock = OutFormat<kOut>::kBlock;
+  if constexpr (kBlock > 0) {
+    // A block of kBlock columns inside one 64-column chunk belongs to kBlock / 2 consecutive lanes.
+    constexpr int kLanes = kBlock / 2;
+    for (int c = 0; c < kPairs; ++c) {
+      const float x = acc[c][0] * inv, y = acc[c][1] * inv;
+      amax = fmaxf(amax, fmaxf(fabsf(x), fabsf(y)));
+      float amax_blk = fmaxf(fabsf(x * scale_o), fabsf(y * scale_o));
+      for (int o = 1; o < kLanes; o <<= 1) amax_blk = fmaxf(amax_blk, __shfl_xor_sync(0xffffffffu, amax_blk, o));
+      u32 sf;
+      float q_inv;
+      block_scale<kOut>(amax_blk, sf, q_inv);
+      store_block_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o, q_inv);
+      if (lane % kLanes == 0)
+        p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, (c * 64 + 2 * lane) / kBlock)] =
+            u8(sf);
+    }
+    // Columns past the last block read zero; the warp of each (b, h)'s last row zeroes the pad rows of planes.
+    for (int c = kDv / kBlock + lane; c < p.sf_cols; c += 32)
+      p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, c)] = 0;
+    if (p.sf_layout == 0 && i == p.S_q - 1)
+      zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h, 1, lane, 32);
+  } else {
+    for (int c = 0; c < kPairs; ++c) {
+      const float x = acc[c][0] * inv, y = acc[c][1] * inv;
+      amax = fmaxf(amax, fmaxf(fabsf(x), fabsf(y)));
+      store_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o);
+    }
   }
   if constexpr ((kFeatures & RIME_F_STATS) != 0) {
     if (lane == 0) {

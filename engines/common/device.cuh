@@ -2,6 +2,7 @@
 // with no host or toolkit headers. Every wrapper names the PTX it emits.
 #pragma once
 
+#include "common/block_scale.h"
 #include "common/params.h"
 
 namespace rime_dev {
@@ -137,6 +138,51 @@ __device__ __forceinline__ void store_pair(void* base, i64 offset, float a, floa
     v.x = a;
     v.y = b;
     *reinterpret_cast<float2*>(static_cast<float*>(base) + offset) = v;
+  }
+}
+
+// Block-scaled O (SPEC section 5). kOut names the format; kBlock is its block along d (0: not block-scaled).
+template <int kOut>
+struct OutFormat {
+  static constexpr int kBlock = kOut == RIME_T_NVFP4 ? 16 : (kOut == RIME_T_MXFP8 ? 32 : 0);
+};
+
+// The scale of one block from the amax of its o = O * scale_o values: the sf_o byte and the fp32 multiplier
+// that maps the block onto the element grid. fp32 and rounding exactly as the reference quantizers.
+template <int kOut>
+__device__ __forceinline__ void block_scale(float amax, u32& sf, float& inv) {
+  if constexpr (kOut == RIME_T_NVFP4) {
+    constexpr float kSixth = 1.0f / 6.0f;
+    sf = pack2_fp8<RIME_T_E4M3>(__fmul_rn(amax, kSixth), 0.f) & 0xFFu;
+    const float dec = rime_bs::e4m3_value(sf);
+    inv = dec > 0.f ? __frcp_rn(dec) : 0.f;
+  } else {
+    static_assert(kOut == RIME_T_MXFP8, "block_scale is for NVFP4 / MXFP8");
+    sf = rime_bs::mxfp8_exponent(amax);
+    inv = rime_bs::mxfp8_inverse_scale(sf);
+  }
+}
+
+// Quantizes and stores columns (c, c+1) of a block-scaled O row; `offset` is the element offset of column c
+// (even: FP4 packs column c in the low nibble of byte offset / 2).
+template <int kOut>
+__device__ __forceinline__ void store_block_pair(void* base, i64 offset, float a, float b, float inv) {
+  if constexpr (kOut == RIME_T_NVFP4) {
+    static_cast<u8*>(base)[offset / 2] =
+        u8(rime_bs::e2m1_code(__fmul_rn(a, inv)) | (rime_bs::e2m1_code(__fmul_rn(b, inv)) << 4));
+  } else {
+    *reinterpret_cast<u16*>(static_cast<u8*>(base) + offset) = pack2_fp8<RIME_T_E4M3>(__fmul_rn(a, inv), __fmul_rn(b, inv));
+  }
+}
+
+// Zeroes what sf_o holds beyond the scales of valid blocks: the pad rows [S_q, R) of per-(b,h) planes (SPEC
+// section 5), `heads` heads from h0, spread over `threads` threads.
+__device__ __forceinline__ void zero_sf_pad_rows(u8* sf_o, int H, int R, int C, int S_q, int b, int h0, int heads,
+                                                 int thread, int threads) {
+  const int per_head = (R - S_q) * C;
+  for (int n = thread; n < heads * per_head; n += threads) {
+    const int h = h0 + n / per_head, r = S_q + (n % per_head) / C, c = n % C;
+    sf_o[rime_bs::sf_o_offset(0, H, R, C, b, h, r, c)] = 0;
   }
 }
 

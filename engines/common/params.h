@@ -8,6 +8,9 @@
 #define RIME_T_E4M3 2
 #define RIME_T_E5M2 3
 #define RIME_T_FP32 4
+// Block-scaled O formats (SPEC section 5): the O type argument of the kernels names the format.
+#define RIME_T_NVFP4 5  // O E2M1 + sf_o E4M3, one scale per 16 d elements
+#define RIME_T_MXFP8 6  // O E4M3 + sf_o UE8M0, one scale per 32 d elements
 
 // Compile-time feature bits of the attention kernels.
 #define RIME_F_SINK 1
@@ -17,6 +20,7 @@
 #define RIME_F_SPLIT 16    // write fp32 partial O + LSE into the workspace; the combine finishes
 #define RIME_F_PADDING 32  // per-batch seq_len_q / seq_len_kv
 #define RIME_F_MASK 64     // causal / window / band bounds (their values are runtime parameters)
+#define RIME_F_SCALE_O 128 // O is FP8 / block-scaled and scale_o is bound; absent means the identity
 
 struct SdpaParams {
   const void* q;
@@ -33,6 +37,7 @@ struct SdpaParams {
   const float* descale_k;
   const float* descale_v;
   const float* scale_o;
+  unsigned char* sf_o;  // block-scaled O: the F8_128x4 scale bytes
   float* o_partial;    // split: [split][B][H_q][S_q][D_v]
   float* lse_partial;  // split: [split][B][H_q][S_q]
   long long q_stride[3];  // b, h, s (elements; d has unit stride)
@@ -49,6 +54,8 @@ struct SdpaParams {
   int window_left;  // -1: none; keys j < i + diag_shift - (window_left - 1) are masked
   int diag_shift;   // S_kv - S_q for bottom-right alignment, else 0
   int stats_log2;
+  int sf_layout;  // 0: per-(b,h) planes (pad rows zeroed), 1: token-major
+  int sf_rows, sf_cols;  // R and C of sf_o
 };
 
 // Rows (one warp each) per CTA of the split-KV combine; the launcher sizes its grid with the same constant.
@@ -63,9 +70,11 @@ struct CombineParams {
   const float* sink;
   const int* seq_len_q;
   const float* scale_o;
+  unsigned char* sf_o;
   long long o_stride[3];
   long long stats_stride[3];
   int B, H_q, S_q;
   int num_splits;
   int stats_log2;
+  int sf_layout, sf_rows, sf_cols;
 };

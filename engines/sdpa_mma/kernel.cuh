@@ -270,10 +270,11 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   cp_async_wait<0>();
 
   // Epilogue. Row state: m (log2), l (summed over the quad).
+  constexpr int kBlock = OutFormat<kOut>::kBlock;  // block-scaled O: scales per kBlock columns
   float descale_v = 1.f;
   if constexpr (T::kFp8) descale_v = p.descale_v[0] / kPScale;
   float scale_o = 1.f;
-  if constexpr (!kSplit && (kOut == RIME_T_E4M3 || kOut == RIME_T_E5M2)) scale_o = p.scale_o[0];
+  if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   float amax_o = 0.f, amax_s = 0.f;
   for (int r = 0; r < 2; ++r) {
     float l = quad_sum(l_run[r]);
@@ -296,9 +297,9 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     const float lse = live ? (p.stats_log2 && !kSplit ? m + __log2f(l) : m * kLn2 + __logf(l)) : neg_inf();
     if (live && (kFeatures & RIME_F_AMAX_S) && row_max != neg_inf())
       amax_s = fmaxf(amax_s, exp2_approx(row_max - m) / l);
-    if (!row_exists[r]) continue;
     const int i = row_i[r], h = row_h[r];
     if constexpr (kSplit) {
+      if (!row_exists[r]) continue;
       const i64 prow = ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
       float* dst = p.o_partial + prow * kDv;
       for (int d = 0; d < kDT; ++d) {
@@ -308,17 +309,52 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
         *reinterpret_cast<float2*>(dst + d * 8 + 2 * t) = v;
       }
       if (t == 0) p.lse_partial[prow] = lse;
+      continue;
+    }
+    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+    if constexpr (kBlock > 0) {
+      // A block of kBlock columns is kBlock / 8 accumulator tiles of the 4 threads of a quad (2 columns each):
+      // its amax is a quad reduction, which every lane joins (row_exists only guards the stores).
+      constexpr int kTiles = kBlock / 8;
+      for (int blk = 0; blk < kDv / kBlock; ++blk) {
+        float x[kTiles][2];
+        float amax_blk = 0.f;
+        for (int u = 0; u < kTiles; ++u)
+          for (int e = 0; e < 2; ++e) {
+            const float pre = o_acc[blk * kTiles + u][2 * r + e] * inv;
+            if (row_exists[r]) amax_o = fmaxf(amax_o, fabsf(pre));
+            x[u][e] = pre * scale_o;
+            amax_blk = fmaxf(amax_blk, fabsf(x[u][e]));
+          }
+        amax_blk = quad_max(amax_blk);
+        u32 sf;
+        float q_inv;
+        block_scale<kOut>(amax_blk, sf, q_inv);
+        if (row_exists[r]) {
+          for (int u = 0; u < kTiles; ++u)
+            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, x[u][0], x[u][1], q_inv);
+          if (t == 0) p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, blk)] = u8(sf);
+        }
+      }
+      // Columns of sf_o past the last block (C is rounded up to 4) read zero.
+      if (row_exists[r] && t == 0)
+        for (int c = kDv / kBlock; c < p.sf_cols; ++c)
+          p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, c)] = 0;
     } else {
-      const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+      if (!row_exists[r]) continue;
       for (int d = 0; d < kDT; ++d) {
         const float x = o_acc[d][2 * r] * inv, y = o_acc[d][2 * r + 1] * inv;
         amax_o = fmaxf(amax_o, fmaxf(fabsf(x), fabsf(y)));
         store_pair<kOut>(p.o, orow + d * 8 + 2 * t, x * scale_o, y * scale_o);
       }
-      if ((kFeatures & RIME_F_STATS) && t == 0)
-        p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] =
-            lse;
     }
+    if ((kFeatures & RIME_F_STATS) && t == 0 && row_exists[r])
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
+  }
+  if constexpr (!kSplit && kBlock > 0) {
+    // Per-(b,h) planes: the last row tile of each (batch, kv head) zeroes the pad rows of its q heads.
+    if (p.sf_layout == 0 && q_tile == gridDim.x - 1)
+      zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h_kv * p.group, p.group, tid, kThreads);
   }
   if constexpr (!kSplit && (kFeatures & RIME_F_AMAX_O) != 0) {
     amax_o = warp_max(amax_o);

@@ -18,6 +18,13 @@ int type_code(DataType t) {
   }
 }
 
+// The O type argument: the dtype, or the block-scaled format that sf_o makes of it.
+int o_type_code(const Facts& f) {
+  if (f.o_block_scale == 16) return RIME_T_NVFP4;
+  if (f.o_block_scale == 32) return RIME_T_MXFP8;
+  return type_code(f.o.dtype);
+}
+
 int features(const Facts& f, bool split) {
   int bits = 0;
   if (f.has_sink) bits |= RIME_F_SINK;
@@ -27,6 +34,8 @@ int features(const Facts& f, bool split) {
   if (split) bits |= RIME_F_SPLIT;
   if (f.mask.padding) bits |= RIME_F_PADDING;
   if (f.mask.causal || f.mask.window_left || f.mask.band_right) bits |= RIME_F_MASK;
+  // scale_o multiplies only FP8 and block-scaled O (SPEC section 2: 1 for the others).
+  if (f.has_scale_o && (is_fp8(f.o.dtype) || f.o_block_scale != 0)) bits |= RIME_F_SCALE_O;
   return bits;
 }
 
@@ -41,6 +50,13 @@ void copy_strides(long long (&out)[3], const TensorDesc* t) {
   for (int i = 0; i < 3; ++i) out[i] = t ? t->strides[i] : 0;
 }
 
+template <class Params>
+void set_sf_geometry(const Facts& f, Params& p) {
+  p.sf_layout = f.sf_o_layout == SfLayout::TokenMajor ? 1 : 0;
+  p.sf_rows = static_cast<int>(f.sf_o_rows);
+  p.sf_cols = static_cast<int>(f.sf_o_cols);
+}
+
 }  // namespace
 
 KernelSpec sdpa_mma_spec(const Facts& f, const Config& c, const std::string& arch) {
@@ -53,7 +69,7 @@ KernelSpec sdpa_mma_spec(const Facts& f, const Config& c, const std::string& arc
   // that one specialization serves every O dtype.
   const bool split = c.split_kv > 1;
   s.name_expression = fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q.dtype),
-                                  split ? RIME_T_FP32 : type_code(f.o.dtype), f.D_qk, f.D_v, c.tile.q, c.tile.kv,
+                                  split ? RIME_T_FP32 : o_type_code(f), f.D_qk, f.D_v, c.tile.q, c.tile.kv,
                                   features(f, split));
   return s;
 }
@@ -64,8 +80,9 @@ KernelSpec combine_spec(const Facts& f, const std::string& arch) {
   s.header = "combine/kernel.cuh";
   s.params_type = "CombineParams";
   s.arch = arch;
-  const int bits = features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING);
-  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", type_code(f.o.dtype), f.D_v, bits);
+  const int bits =
+      features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O);
+  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", o_type_code(f), f.D_v, bits);
   return s;
 }
 
@@ -109,6 +126,8 @@ SdpaParams sdpa_mma_params(const Graph& g, const Facts& f, const Config& c,
     p.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) +
                                              round_up(int64_t{c.split_kv} * rows * f.D_v * 4, 256));
   }
+  p.sf_o = static_cast<unsigned char*>(buffer(buffers, g, Role::SfO));
+  set_sf_geometry(f, p);
   copy_strides(p.q_stride, g.operand(Role::Q));
   copy_strides(p.k_stride, g.operand(Role::K));
   copy_strides(p.v_stride, g.operand(Role::V));
@@ -144,6 +163,8 @@ CombineParams combine_params(const Graph& g, const Facts& f, const Config& c,
   p.sink = static_cast<const float*>(buffer(buffers, g, Role::Sink));
   p.seq_len_q = static_cast<const int*>(buffer(buffers, g, Role::SeqLenQ));
   p.scale_o = static_cast<const float*>(buffer(buffers, g, Role::ScaleO));
+  p.sf_o = static_cast<unsigned char*>(buffer(buffers, g, Role::SfO));
+  set_sf_geometry(f, p);
   copy_strides(p.o_stride, g.operand(Role::O));
   copy_strides(p.stats_stride, g.operand(Role::Stats));
   p.B = static_cast<int>(f.B);

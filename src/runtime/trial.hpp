@@ -31,6 +31,7 @@ struct TrialReport {
   std::vector<std::string> failures;  // first few problems found
   int64_t rows_checked = 0, elements_checked = 0, elements_outside = 0;
   double o_max_abs_err = 0, o_rel_l2 = 0, lse_max_abs_err = 0;
+  double quant_rel_l2 = 0;  // block-scaled O: the reference's own quantization error (relative L2)
   double amax_o_gpu = 0, amax_o_ref = 0, amax_s_gpu = 0, amax_s_ref = 0;
   double median_ms = 0, tflops = 0, gbps = 0;
   reference::HostTensors outputs;  // every output tensor's host bytes after the run

@@ -7,6 +7,7 @@
 #include "catch.hpp"
 #include "test_paths.hpp"
 #include "graph/geometry.hpp"
+#include "block_scaled_graph.hpp"
 #include "random_graph.hpp"
 #include "reference/formats.hpp"
 #include "rime/json.hpp"
@@ -37,14 +38,45 @@ std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
   return out;
 }
 
+
+// SPEC section 5 on the GPU: every output mode x sf_o layout x split or not x causal or not at S_q 300 (a tail
+// of 44 rows in the last 128-row atom), sf_o poisoned and its pad rows / pad columns checked by check_outputs;
+// then head dims 64 and 256, GQA decode, and Stats.
+std::vector<test::BlockScaledCase> block_scaled_cases() {
+  std::vector<test::BlockScaledCase> cases;
+  for (int block : {16, 32})
+    for (bool token_major : {false, true})
+      for (int split : {1, 4})
+        for (bool causal : {false, true}) {
+          test::BlockScaledCase c;
+          c.block = block, c.token_major = token_major, c.split = split, c.causal = causal;
+          cases.push_back(c);
+        }
+  for (int block : {16, 32})
+    for (int64_t d : {64, 256}) {
+      test::BlockScaledCase c;
+      c.block = block, c.D = d, c.split = d == 64 ? 2 : 1, c.S_q = 200, c.S_kv = 333, c.stats = true;
+      cases.push_back(c);
+    }
+  for (int block : {16, 32})
+    for (bool token_major : {false, true}) {
+      test::BlockScaledCase c;  // GQA decode: 8 q heads on one kv head, split across a long KV
+      c.block = block, c.token_major = token_major, c.split = 8, c.B = 3, c.H_q = 8, c.H_kv = 1, c.S_q = 1,
+      c.S_kv = 3000;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
 }  // namespace
 
 TEST_CASE("compile the sweep's kernels (no GPU needed)", "[.compile]") {
   std::vector<Graph> graphs;
   for (int i = 0; i < sweep_size(); ++i) graphs.push_back(test::random_graph(1000 + i).graph);
+  for (const auto& c : block_scaled_cases()) graphs.push_back(test::block_scaled_graph(c));
   int built = 0;
   for (const auto& p : build_plans(graphs)) built += p.ok();
-  fmt::print("compiled the plans of {} of {} sweep graphs\n", built, graphs.size());
+  fmt::print("compiled the plans of {} of {} sweep and block-scaled graphs\n", built, graphs.size());
 }
 
 TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
@@ -220,7 +252,8 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
 }
 
 TEST_CASE("every example runs and checks", "[gpu][examples]") {
-  for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding"}) {
+  for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding",
+                           "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major"}) {
     INFO(name);
     Result<Graph> g = load_graph_file(test::example_path(name));
     REQUIRE(g.ok());
@@ -231,4 +264,29 @@ TEST_CASE("every example runs and checks", "[gpu][examples]") {
     for (const auto& f : rep->failures) INFO(f);
     CHECK(rep->passed);
   }
+}
+
+TEST_CASE("block-scaled O (NVFP4, MXFP8) in both sf_o layouts, split or not", "[gpu][block_scale]") {
+  const std::vector<test::BlockScaledCase> cases = block_scaled_cases();
+  std::vector<Graph> graphs;
+  for (const auto& c : cases) graphs.push_back(test::block_scaled_graph(c));
+  std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0;
+  for (size_t n = 0; n < cases.size(); ++n) {
+    INFO(cases[n].describe() << ": " << plans[n].status().to_string());
+    REQUIRE(plans[n].ok());
+    CHECK(plans[n]->config().split_kv == cases[n].split);
+    Result<runtime::TrialReport> rep =
+        runtime::run_trial(plans[n].value(), runtime::make_inputs(graphs[n], 500 + n), {});
+    REQUIRE(rep.ok());
+    std::string failures;
+    for (const auto& f : rep->failures) failures += "\n  " + f;
+    INFO("rel L2 " << rep->o_rel_l2 << " (reference quantization " << rep->quant_rel_l2 << ")" << failures);
+    CHECK(rep->passed);
+    passed += rep->passed;
+    fmt::print("block-scaled {}: {} rel L2 {:.4f} (reference's own quantization {:.4f}), {} of {} outside\n",
+               cases[n].describe(), rep->passed ? "passed" : "FAILED", rep->o_rel_l2, rep->quant_rel_l2,
+               rep->elements_outside, rep->elements_checked);
+  }
+  fmt::print("block-scaled: {} of {} cases passed\n", passed, cases.size());
 }

@@ -1,0 +1,82 @@
+// The block-scaled O arithmetic of SPEC section 5 (NVFP4 and MXFP8), in plain fp32 bit manipulation with no
+// includes, so that the same source compiles in the kernels (NVRTC) and in a host test that checks it bit for
+// bit against the CPU reference quantizers (tests/test_block_scale_device.cpp). sm_89/sm_90 have no cvt to
+// E2M1 (that is sm_100+), so the E2M1 rounding is done here in software.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define RIME_HD __host__ __device__ __forceinline__
+#else
+#define RIME_HD inline
+#endif
+
+namespace rime_bs {
+
+RIME_HD unsigned float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  unsigned u;
+  __builtin_memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+RIME_HD float bits_float(unsigned u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+
+// E2M1 code (sign in bit 3) of x, round to nearest even, saturating at 6. The grid is {0, .5, 1, 1.5, 2, 3, 4,
+// 6}; each comparison below is one midpoint, strict where the tie goes down to the even code (0.25 -> 0,
+// 1.25 -> 1.0, 2.5 -> 2, 5 -> 4) and inclusive where it goes up (0.75 -> 1.0, 1.75 -> 2, 3.5 -> 4). E2M1 has no
+// NaN; a NaN encodes as +6 like the reference (it cannot come from finite inputs).
+RIME_HD unsigned e2m1_code(float x) {
+  const unsigned bits = float_bits(x);
+  const float a = bits_float(bits & 0x7fffffffu);
+  if (!(a == a)) return 0x7u;
+  const unsigned code = unsigned(a > 0.25f) + unsigned(a >= 0.75f) + unsigned(a > 1.25f) + unsigned(a >= 1.75f) +
+                        unsigned(a > 2.5f) + unsigned(a >= 3.5f) + unsigned(a > 5.f);
+  return code | ((bits >> 28) & 0x8u);
+}
+
+// Value of a non-negative E4M3 byte (the NVFP4 scale): 0x7F is NaN.
+RIME_HD float e4m3_value(unsigned byte) {
+  const unsigned e = (byte >> 3) & 0xFu, m = byte & 0x7u;
+  if ((byte & 0x7Fu) == 0x7Fu) return bits_float(0x7fc00000u);
+  // Subnormal: m * 2^-9; normal: (8 + m) * 2^(e - 10). Both exact in fp32.
+  return e == 0 ? float(m) * bits_float(0x3b000000u) : float(8 + m) * bits_float((e + 117u) << 23);
+}
+
+// MXFP8: the UE8M0 exponent of ceil_pow2(amax / 448) from amax's fp32 bits, clamped to [0, 254].
+RIME_HD unsigned mxfp8_exponent(float amax) {
+  const unsigned bits = float_bits(amax);
+  int e = int((bits >> 23) & 0xFFu) - 8 + ((bits & 0x7FFFFFu) > 0x600000u ? 1 : 0);
+  e = e < 0 ? 0 : (e > 254 ? 254 : e);
+  return unsigned(e);
+}
+// 2^(127 - e) as fp32 (0 when e == 0); e = 254 gives the subnormal 2^-127.
+RIME_HD float mxfp8_inverse_scale(unsigned e) {
+  if (e == 0) return 0.f;
+  if (e == 254) return bits_float(0x00400000u);
+  return bits_float((254u - e) << 23);
+}
+
+// F8_128x4 byte offset of scale (r, c) in a scale matrix of `cols` columns (a multiple of 4).
+RIME_HD long long f8_128x4_offset(long long r, long long c, long long cols) {
+  return (r / 128) * 128 * cols + (c / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + (c % 4);
+}
+
+// Byte offset in sf_o (logical [B, H, R, C]) of block c of row r of head h, batch b (SPEC section 5).
+// layout 0: per-(b,h) planes; 1: token-major, one [B*R, H*C] matrix.
+RIME_HD long long sf_o_offset(int layout, long long H, long long R, long long C, long long b, long long h, long long r,
+                              long long c) {
+  if (layout == 0) return (b * H + h) * R * C + f8_128x4_offset(r, c, C);
+  return f8_128x4_offset(b * R + r, h * C + c, H * C);
+}
+
+}  // namespace rime_bs
