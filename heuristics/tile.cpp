@@ -5,13 +5,15 @@
 
 namespace rime::heuristics {
 
-int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v) {
+int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v,
+                            bool mx_scales) {
   constexpr int kStages = 2;
   constexpr int kPad = 16;
   const int64_t q = q_tile * (d_qk * elem_bytes + kPad);
   const int64_t kv = kStages * kv_tile * ((d_qk * elem_bytes + kPad) + (d_v * elem_bytes + kPad));
   const int64_t vt = transpose_v ? d_v * (kv_tile * elem_bytes + kPad) : 0;
-  return q + kv + vt;
+  const int64_t scales = mx_scales ? 4 * (kv_tile * (d_qk / 32) + d_v * (kv_tile / 32)) : 0;
+  return q + kv + vt + scales;
 }
 
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
@@ -24,7 +26,7 @@ int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
 TileChoice choose_tile(const TileProblem& p) {
   std::vector<Tile> fitting;
   for (const Tile& t : p.allowed)
-    if (sdpa_mma_smem_bytes(t.q, t.kv, p.d_qk, p.d_v, p.elem_bytes, p.transpose_v) <= p.smem_per_block)
+    if (sdpa_mma_smem_bytes(t.q, t.kv, p.d_qk, p.d_v, p.elem_bytes, p.transpose_v, p.mx_scales) <= p.smem_per_block)
       fitting.push_back(t);
   TileChoice c;
   if (fitting.empty()) {
@@ -45,7 +47,7 @@ TileChoice choose_tile(const TileProblem& p) {
     int best_ctas = 0;
     for (const Tile& t : fitting) {
       if (t.q != 16) continue;
-      const int n = ctas_per_sm(sdpa_mma_smem_bytes(t.q, t.kv, p.d_qk, p.d_v, p.elem_bytes, p.transpose_v), 32,
+      const int n = ctas_per_sm(sdpa_mma_smem_bytes(t.q, t.kv, p.d_qk, p.d_v, p.elem_bytes, p.transpose_v, p.mx_scales), 32,
                                 p.smem_per_sm);
       if (n > best_ctas || (n == best_ctas && t.kv > best.kv)) best = t, best_ctas = n;
     }

@@ -14,8 +14,10 @@ struct Tile {
 
 // Shared memory of one CTA of the sdpa_f16_sm80 / sdpa_fp8_sm89 kernels (engines/sdpa_mma/kernel.cuh owns the
 // layout; its launcher calls this same function): a Q tile, two K/V stages, each row padded by 16 bytes to
-// spread rows over the banks, and for FP8 one transposed V tile (mma.sync's B operand wants V k-major).
-int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v);
+// spread rows over the banks, for FP8 one transposed V tile (mma.sync's B operand wants V k-major), and for
+// MXFP8 inputs the KV tile's scales as fp32 (K: one per key and 32 d; V: one per d and 32 keys).
+int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v,
+                            bool mx_scales = false);
 
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
@@ -32,6 +34,7 @@ struct TileProblem {
   int smem_per_block = 0;
   int smem_per_sm = 228 * 1024;
   std::vector<Tile> allowed;
+  bool mx_scales = false;  // MXFP8 inputs: the KV tile's scales take shared memory too
 };
 
 struct TileChoice {

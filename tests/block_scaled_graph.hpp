@@ -53,8 +53,69 @@ inline Graph block_scaled_graph(const BlockScaledCase& c) {
   SdpaAttributes a;
   a.causal = c.causal;
   a.generate_stats = c.stats;
-  if (c.split > 1) a.split_kv = c.split;
+  a.split_kv = c.split;  // pinned, 1 included: the heuristic would split some of the small cases
   (void)g.sdpa_fp8(io, a, "attn");
+  return g;
+}
+
+// sdpa_mxfp8 graphs (SPEC section 6): MXFP8 Q/K/V with SF_Q, SF_K, SF_V planes, any O format.
+struct MxInputsCase {
+  std::string o_format = "BF16";  // BF16, FP16, FP8_E4M3, FP8_E5M2, NVFP4, MXFP8
+  bool scale_o = false;
+  int split = 1;
+  bool causal = false, padding = false, sink = false, stats = false;
+  int64_t B = 2, H_q = 4, H_kv = 2, S_q = 300, S_kv = 300, D = 128;
+
+  std::string describe() const {
+    return fmt::format("MXFP8 inputs -> {}{} split {}{}{}{}{} B{} H{}/{} S_q {} S_kv {} D{}", o_format,
+                       scale_o ? " scale_o" : "", split, causal ? " causal" : "", padding ? " padding" : "",
+                       sink ? " sink" : "", stats ? " stats" : "", B, H_q, H_kv, S_q, S_kv, D);
+  }
+};
+
+inline Graph mx_inputs_graph(const MxInputsCase& c) {
+  Graph g("mx_inputs_" + c.o_format);
+  int64_t uid = 0;
+  auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
+                 std::vector<int64_t> strides = {}) {
+    if (strides.empty()) strides = TensorDesc::packed_strides(dims);
+    return g.add_tensor({name, ++uid, dims, strides, t, output});
+  };
+  auto r128 = [](int64_t x) { return (x + 127) / 128 * 128; };
+  auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
+  SdpaMxfp8Operands io;
+  io.q = add("Q", {c.B, c.H_q, c.S_q, c.D}, DataType::FP8_E4M3);
+  io.k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, DataType::FP8_E4M3);
+  io.v = add("V", {c.B, c.H_kv, c.S_kv, c.D}, DataType::FP8_E4M3);
+  io.sf_q = add("SF_Q", {c.B, c.H_q, r128(c.S_q), r4(c.D / 32)}, DataType::FP8_E8M0);
+  io.sf_k = add("SF_K", {c.B, c.H_kv, r128(c.S_kv), r4(c.D / 32)}, DataType::FP8_E8M0);
+  io.sf_v = add("SF_V", {c.B, c.H_kv, r128(c.D), r4((c.S_kv + 31) / 32)}, DataType::FP8_E8M0);
+  DataType o_type = DataType::BF16;
+  int block = 0;
+  if (c.o_format == "FP16") o_type = DataType::FP16;
+  if (c.o_format == "FP8_E4M3" || c.o_format == "MXFP8") o_type = DataType::FP8_E4M3;
+  if (c.o_format == "FP8_E5M2") o_type = DataType::FP8_E5M2;
+  if (c.o_format == "NVFP4") o_type = DataType::FP4_E2M1, block = 16;
+  if (c.o_format == "MXFP8") block = 32;
+  io.o = add("O", {c.B, c.H_q, c.S_q, c.D}, o_type, true);
+  if (block) {
+    const int64_t R = r128(c.S_q), C = r4(c.D / block);
+    io.sf_o = add("sf_o", {c.B, c.H_q, R, C}, block == 16 ? DataType::FP8_E4M3 : DataType::FP8_E8M0, true);
+  }
+  if (c.scale_o) io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);
+  if (c.sink) io.sink = add("sink", {1, c.H_q, 1, 1}, DataType::FP32);
+  if (c.padding) {
+    io.seq_len_q = add("seq_len_q", {c.B}, DataType::INT32);
+    io.seq_len_kv = add("seq_len_kv", {c.B}, DataType::INT32);
+  }
+  if (c.stats) io.stats = add("Stats", {c.B, c.H_q, c.S_q, 1}, DataType::FP32, true);
+  io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
+  SdpaAttributes a;
+  a.causal = c.causal;
+  a.padding_mask = c.padding;
+  a.generate_stats = c.stats;
+  a.split_kv = c.split;
+  (void)g.sdpa_mxfp8(io, a, "attn");
   return g;
 }
 

@@ -89,6 +89,13 @@ TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit]
       for (int tile : {16, 64, 128}) specs.push_back(attention_spec(RIME_T_E4M3, out, d, tile, kAllFeatures, "sm_90a"));
       specs.push_back(attention_spec(RIME_T_E5M2, out, d, 64, 0, "sm_90a"));
     }
+  // MXFP8 inputs: every head dim and tile, every O format (without scale_o: compiled out).
+  for (int d : {64, 128, 256})
+    for (int tile : {16, 64, 128})
+      specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_NVFP4, d, tile, kAllFeatures | RIME_F_MX_INPUTS, "sm_90a"));
+  for (int out : {RIME_T_BF16, RIME_T_FP16, RIME_T_E4M3, RIME_T_E5M2, RIME_T_MXFP8})
+    specs.push_back(attention_spec(RIME_T_E4M3, out, 128, 64, RIME_F_MX_INPUTS, "sm_90a"));
+  specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_FP32, 128, 16, kSplitFeatures | RIME_F_MX_INPUTS, "sm_90a", 32));
   for (int out : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2, RIME_T_NVFP4, RIME_T_MXFP8})
     for (int d : {64, 128, 256})
       specs.push_back(

@@ -151,9 +151,8 @@ TEST_CASE("required declines explain themselves", "[match]") {
               "split_kv 2 is pinned but split is ineligible: Amax_S is requested"));
   }
   SECTION("an unbuilt engine") {
-    Facts f = facts_of(example_json("mxfp8_inputs"));
-    CHECK(verdict_of(match(f), "sdpa_mxfp8_sm89").reason ==
-          "row sdpa_mxfp8_sm89: engine sdpa_mxfp8_sm89 is not built yet");
+    Facts f = facts_of(example_json("fp8_prefill"));
+    CHECK(verdict_of(match(f), "sdpa_fp8_sm90").reason == "row sdpa_fp8_sm90: engine sdpa_fp8_sm90 is not built yet");
   }
 }
 

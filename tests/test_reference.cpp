@@ -428,3 +428,62 @@ TEST_CASE("the block-scaled output check passes quantized reference outputs and 
       }
     }
 }
+
+// MXFP8 inputs in the reference: with every scale 2^0 the row equals the per-tensor FP8 reference of the same
+// bytes (descales 1); a Q row whose scales are all 2^1 equals attn_scale doubled; one V block at 2^1 doubles
+// exactly that block's keys' share of O.
+TEST_CASE("the MXFP8-input reference applies SF_Q, SF_K and SF_V where SPEC section 6 puts them", "[reference][mx]") {
+  test::MxInputsCase c;
+  c.B = 1, c.H_q = 2, c.H_kv = 1, c.S_q = 40, c.S_kv = 70, c.D = 64;
+  const Graph mx = test::mx_inputs_graph(c);
+  REQUIRE(validate(mx).ok());
+  Result<Facts> fm = analyze(mx, DeviceDesc::h200());
+  REQUIRE(fm.ok());
+  runtime::TrialInputs in = runtime::make_inputs(mx, 8);
+  auto set_all = [&](Role role, uint8_t e) {
+    auto& bytes = in.tensors.at(mx.operand(role)->uid);
+    std::fill(bytes.begin(), bytes.end(), e);
+  };
+  for (Role r : {Role::SfQ, Role::SfK, Role::SfV}) set_all(r, 127);
+
+  // The same Q/K/V bytes as an sdpa_fp8 graph with unit descales.
+  const Graph fp8 = [&] {
+    Graph g("fp8_twin");
+    for (const TensorDesc& t : mx.tensors())
+      if (t.name == "Q" || t.name == "K" || t.name == "V" || t.name == "O") g.add_tensor(t);
+    SdpaFp8Operands io;
+    io.q = 1, io.k = 2, io.v = 3, io.o = mx.operand(Role::O)->uid;
+    int64_t uid = 100;
+    for (int64_t* s : {&io.descale_q, &io.descale_k, &io.descale_v, &io.descale_s, &io.scale_s, &io.scale_o})
+      *s = g.add_tensor({fmt::format("s{}", uid), ++uid, {1, 1, 1, 1}, {1, 1, 1, 1}, DataType::FP32, false});
+    REQUIRE(g.sdpa_fp8(io, {}, "attn").ok());
+    return g;
+  }();
+  REQUIRE(validate(fp8).ok());
+  Result<Facts> ff = analyze(fp8, DeviceDesc::h200());
+  REQUIRE(ff.ok());
+  HostTensors twin = in.tensors;
+  for (int64_t uid = 101; uid <= 106; ++uid) {
+    twin[uid].assign(4, 0);
+    store_element(DataType::FP32, twin[uid].data(), 0, 1.0);
+  }
+  for (int64_t i : {0, 17, 39}) {
+    RowResult a = attention_row(mx, fm.value(), in.tensors, 0, 1, i), b = attention_row(fp8, ff.value(), twin, 0, 1, i);
+    for (int64_t d = 0; d < c.D; ++d) CHECK(a.o[d] == Approx(b.o[d]).margin(1e-12));
+    CHECK(a.lse == Approx(b.lse).margin(1e-12));
+  }
+  // Q row 5 of head 0 at 2^1 in both of its blocks == attention with attn_scale doubled for that row.
+  const TensorDesc& sfq = *mx.operand(Role::SfQ);
+  for (int64_t blk = 0; blk < 2; ++blk) in.tensors.at(sfq.uid)[f8_128x4_offset(5, blk, sfq.dims[3])] = 128;
+  Facts doubled = ff.value();
+  doubled.attn_scale *= 2;
+  RowResult a = attention_row(mx, fm.value(), in.tensors, 0, 0, 5), b = attention_row(fp8, doubled, twin, 0, 0, 5);
+  for (int64_t d = 0; d < c.D; ++d) CHECK(a.o[d] == Approx(b.o[d]).margin(1e-12));
+  // V column 3, keys 32..63 at 2^1: O[3] gains exactly those keys' share once more; other columns are unchanged.
+  const TensorDesc& sfv = *mx.operand(Role::SfV);
+  RowResult before = attention_row(mx, fm.value(), in.tensors, 0, 0, 39);
+  in.tensors.at(sfv.uid)[f8_128x4_offset(3, 1, sfv.dims[3])] = 128;
+  RowResult after = attention_row(mx, fm.value(), in.tensors, 0, 0, 39);
+  CHECK(after.o[2] == Approx(before.o[2]).margin(1e-12));
+  CHECK(after.o[3] != Approx(before.o[3]).margin(1e-6));
+}

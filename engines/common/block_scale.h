@@ -66,17 +66,37 @@ RIME_HD float mxfp8_inverse_scale(unsigned e) {
   return bits_float((254u - e) << 23);
 }
 
-// F8_128x4 byte offset of scale (r, c) in a scale matrix of `cols` columns (a multiple of 4).
-RIME_HD long long f8_128x4_offset(long long r, long long c, long long cols) {
-  return (r / 128) * 128 * cols + (c / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + (c % 4);
+// Value of a UE8M0 scale byte: 2^(e - 127); 0 is the subnormal 2^-127, 0xFF is NaN.
+RIME_HD float ue8m0_value(unsigned e) {
+  if (e == 0) return bits_float(0x00400000u);
+  if (e == 255) return bits_float(0x7fc00000u);
+  return bits_float(e << 23);
 }
 
-// Byte offset in sf_o (logical [B, H, R, C]) of block c of row r of head h, batch b (SPEC section 5).
-// layout 0: per-(b,h) planes; 1: token-major, one [B*R, H*C] matrix.
+// F8_128x4 byte offset of scale (r, c) in a scale matrix of `cols` columns (a multiple of 4): a row part and a
+// column part, so that a kernel can compute the row's part once and add each block's column part.
+RIME_HD long long f8_128x4_row_part(long long r, long long cols) {
+  return (r / 128) * 128 * cols + (r % 32) * 16 + ((r / 32) % 4) * 4;
+}
+RIME_HD int f8_128x4_col_part(int c) { return (c / 4) * 512 + (c % 4); }
+RIME_HD long long f8_128x4_offset(long long r, long long c, long long cols) {
+  return f8_128x4_row_part(r, cols) + f8_128x4_col_part(int(c));
+}
+
+// Where the scales of one O row live in sf_o (logical [B, H, R, C], SPEC section 5): block c of the row is at
+// base + f8_128x4_col_part(col0 + c). layout 0: per-(b,h) planes; 1: token-major, one [B*R, H*C] matrix.
+struct SfRow {
+  long long base;
+  int col0;
+};
+RIME_HD SfRow sf_o_row(int layout, long long H, long long R, long long C, long long b, long long h, long long r) {
+  if (layout == 0) return SfRow{(b * H + h) * R * C + f8_128x4_row_part(r, C), 0};
+  return SfRow{f8_128x4_row_part(b * R + r, H * C), int(h * C)};
+}
 RIME_HD long long sf_o_offset(int layout, long long H, long long R, long long C, long long b, long long h, long long r,
                               long long c) {
-  if (layout == 0) return (b * H + h) * R * C + f8_128x4_offset(r, c, C);
-  return f8_128x4_offset(b * R + r, h * C + c, H * C);
+  const SfRow row = sf_o_row(layout, H, R, C, b, h, r);
+  return row.base + f8_128x4_col_part(row.col0 + int(c));
 }
 
 }  // namespace rime_bs

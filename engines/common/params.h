@@ -21,6 +21,7 @@
 #define RIME_F_PADDING 32  // per-batch seq_len_q / seq_len_kv
 #define RIME_F_MASK 64     // causal / window / band bounds (their values are runtime parameters)
 #define RIME_F_SCALE_O 128 // O is FP8 / block-scaled and scale_o is bound; absent means the identity
+#define RIME_F_MX_INPUTS 256  // MXFP8 inputs: UE8M0 scales SF_Q / SF_K / SF_V instead of per-tensor descales
 
 struct SdpaParams {
   const void* q;
@@ -38,6 +39,9 @@ struct SdpaParams {
   const float* descale_v;
   const float* scale_o;
   unsigned char* sf_o;  // block-scaled O: the F8_128x4 scale bytes
+  const unsigned char* sf_q;  // MXFP8 inputs: F8_128x4 planes per (b, h), SPEC section 6
+  const unsigned char* sf_k;
+  const unsigned char* sf_v;
   float* o_partial;    // split: [split][B][H_q][S_q][D_v]
   float* lse_partial;  // split: [split][B][H_q][S_q]
   long long q_stride[3];  // b, h, s (elements; d has unit stride)
@@ -56,6 +60,7 @@ struct SdpaParams {
   int stats_log2;
   int sf_layout;  // 0: per-(b,h) planes (pad rows zeroed), 1: token-major
   int sf_rows, sf_cols;  // R and C of sf_o
+  int sf_q_rows, sf_q_cols, sf_k_rows, sf_k_cols, sf_v_rows, sf_v_cols;  // R and C of the input scale planes
 };
 
 // Rows (one warp each) per CTA of the split-KV combine; the launcher sizes its grid with the same constant.

@@ -29,6 +29,12 @@ struct InType {
 // into the final normalization. descale_s / scale_s are therefore not read.
 constexpr float kPScale = 448.f;
 
+// A compile-time row slot (0: accumulator elements 0-1, row g; 1: elements 2-3, row g + 8).
+template <int kSlot>
+struct Slot {
+  static constexpr int value = kSlot;
+};
+
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
 __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   using T = InType<kIn>;
@@ -47,6 +53,12 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   constexpr bool kSink = (kFeatures & RIME_F_SINK) != 0 && !kSplit;  // the combine adds the sink under split
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
+  // MXFP8 inputs (SPEC section 6): one UE8M0 scale per 32 d of Q and K rows and per 32 keys of V columns. A
+  // 32-byte k step of Q.K^T is exactly one Q/K scale block and a 32-key P.V step one V block, so each mma goes
+  // into a zeroed fp32 partial that is scaled (by a power of two: exact) and added.
+  constexpr bool kMx = (kFeatures & RIME_F_MX_INPUTS) != 0;
+  constexpr int kVBlocks = kTileKv / 32;  // V scale blocks per KV tile
+  static_assert(!kMx || T::kFp8, "MXFP8 inputs are FP8");
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
@@ -55,6 +67,9 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   u8* sK = sQ + kTileQ * kRowQ;
   u8* sV = sK + 2 * kTileKv * kRowK;
   u8* sVt = sV + 2 * kTileKv * kRowV;  // FP8 only
+  // MXFP8: the KV tile's scales as fp32, K [key][k step] and V [d][32-key block].
+  float* sSk = reinterpret_cast<float*>(sVt + (T::kFp8 ? kDv * kRowVt : 0));
+  float* sSv = sSk + kTileKv * kKSteps;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -138,7 +153,19 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   cp_async_commit();
 
   float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr (T::kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  if constexpr (T::kFp8 && !kMx) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+
+  // MXFP8: this thread's two rows' Q scales, one per k step (0 for a row past the end).
+  float q_scale[2][kMx ? kKSteps : 1];
+  if constexpr (kMx) {
+    for (int r = 0; r < 2; ++r) {
+      const u8* plane = p.sf_q + (i64(b) * p.H_q + row_h[r]) * p.sf_q_rows * p.sf_q_cols;
+      for (int kk = 0; kk < kKSteps; ++kk)
+        q_scale[r][kk] = row_exists[r] ? rime_bs::ue8m0_value(plane[rime_bs::f8_128x4_offset(row_i[r], kk, p.sf_q_cols)]) : 0.f;
+    }
+  }
+  const u8* sf_k_plane = kMx ? p.sf_k + (i64(b) * p.H_kv + h_kv) * p.sf_k_rows * p.sf_k_cols : nullptr;
+  const u8* sf_v_plane = kMx ? p.sf_v + (i64(b) * p.H_kv + h_kv) * p.sf_v_rows * p.sf_v_cols : nullptr;
 
   float o_acc[kDT][4];
   for (int d = 0; d < kDT; ++d)
@@ -165,6 +192,18 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     }
     const u8* tk = sK + stage * kTileKv * kRowK;
     const u8* tv = sV + stage * kTileKv * kRowV;
+    if constexpr (kMx) {
+      // This tile's K and V scales; keys past S_kv (zero-filled K/V rows) get 0, never the pads of SF_K / SF_V.
+      for (int n = tid; n < kTileKv * kKSteps; n += kThreads) {
+        const int j = kt * kTileKv + n / kKSteps;
+        sSk[n] = j < p.S_kv ? rime_bs::ue8m0_value(sf_k_plane[rime_bs::f8_128x4_offset(j, n % kKSteps, p.sf_k_cols)]) : 0.f;
+      }
+      for (int n = tid; n < kDv * kVBlocks; n += kThreads) {
+        const int kvb = kt * kVBlocks + n % kVBlocks;
+        sSv[n] = kvb * 32 < p.S_kv ? rime_bs::ue8m0_value(sf_v_plane[rime_bs::f8_128x4_offset(n / kVBlocks, kvb, p.sf_v_cols)])
+                                   : 0.f;
+      }
+    }
     if constexpr (T::kFp8) {
       // Transpose the V tile into Vt (keys permuted, see the header comment), 4 keys x 4 columns per step.
       for (int blk = tid; blk < (kTileKv / 4) * (kDv / 4); blk += kThreads) {
@@ -197,8 +236,20 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
       for (int jj = 0; jj < kNT / 2; ++jj) {
         u32 bk[4];
         ldmatrix_x4(bk, tk + (jj * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * kRowK + kk * 32 + ((lane >> 3) & 1) * 16);
-        mma<kIn, kIn>(s[2 * jj], a, bk[0], bk[1]);
-        mma<kIn, kIn>(s[2 * jj + 1], a, bk[2], bk[3]);
+        if constexpr (kMx) {
+          // Two 8-key tiles at a time into zeroed partials (few live registers), then scaled and added.
+          float part[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+          mma<kIn, kIn>(part[0], a, bk[0], bk[1]);
+          mma<kIn, kIn>(part[1], a, bk[2], bk[3]);
+          for (int u = 0; u < 2; ++u)
+            for (int e = 0; e < 4; ++e) {
+              const int n = 2 * jj + u;
+              s[n][e] += part[u][e] * (q_scale[e / 2][kk] * sSk[(n * 8 + 2 * t + (e & 1)) * kKSteps + kk]);
+            }
+        } else {
+          mma<kIn, kIn>(s[2 * jj], a, bk[0], bk[1]);
+          mma<kIn, kIn>(s[2 * jj + 1], a, bk[2], bk[3]);
+        }
       }
     }
 
@@ -245,8 +296,18 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
         a[3] = q8(4 * c + 2, 2) | (q8(4 * c + 3, 2) << 16);
         for (int d = 0; d < kDT; ++d) {
           const u8* vrow = sVt + (d * 8 + g) * kRowVt + c * 32 + t * 4;
-          mma<RIME_T_E4M3, kIn>(o_acc[d], a, *reinterpret_cast<const u32*>(vrow),
-                                *reinterpret_cast<const u32*>(vrow + 16));
+          const u32 b0 = *reinterpret_cast<const u32*>(vrow), b1 = *reinterpret_cast<const u32*>(vrow + 16);
+          if constexpr (kMx) {
+            float part[4] = {0.f, 0.f, 0.f, 0.f};
+            mma<RIME_T_E4M3, kIn>(part, a, b0, b1);
+            const float s0 = sSv[(d * 8 + 2 * t) * kVBlocks + c], s1 = sSv[(d * 8 + 2 * t + 1) * kVBlocks + c];
+            o_acc[d][0] += part[0] * s0;
+            o_acc[d][1] += part[1] * s1;
+            o_acc[d][2] += part[2] * s0;
+            o_acc[d][3] += part[3] * s1;
+          } else {
+            mma<RIME_T_E4M3, kIn>(o_acc[d], a, b0, b1);
+          }
         }
       }
     } else {
@@ -272,85 +333,94 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   // Epilogue. Row state: m (log2), l (summed over the quad).
   constexpr int kBlock = OutFormat<kOut>::kBlock;  // block-scaled O: scales per kBlock columns
   float descale_v = 1.f;
-  if constexpr (T::kFp8) descale_v = p.descale_v[0] / kPScale;
+  if constexpr (T::kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
   float scale_o = 1.f;
   if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   float amax_o = 0.f, amax_s = 0.f;
-  for (int r = 0; r < 2; ++r) {
-    float l = quad_sum(l_run[r]);
-    float m = m_run[r];
+  // The two rows of this thread, one at a time. The row is a compile-time slot (a template tag): a runtime
+  // index into o_acc, m_run or l_run would move them to local memory for the whole kernel, main loop included,
+  // and a row loop is too large for the compiler to unroll once the block-scaled epilogue is in it.
+  auto finish_row = [&](auto slot_tag) {
+    constexpr int slot = decltype(slot_tag)::value;
+    float l = quad_sum(l_run[slot]);
+    float m = m_run[slot];
     float row_max = m;  // max score without the sink, for Amax_S
     if constexpr (kSink) {
-      const float sink = p.sink[row_h[r]] * kLog2e;
+      const float sink = p.sink[row_h[slot]] * kLog2e;
       const float m_f = fmaxf(m, sink);
       const float alpha = exp2_approx(m - m_f);  // m = -inf (no live key) gives 0
       l = l * alpha + exp2_approx(sink - m_f);
       for (int d = 0; d < kDT; ++d) {
-        o_acc[d][2 * r] *= alpha;
-        o_acc[d][2 * r + 1] *= alpha;
+        o_acc[d][2 * slot] *= alpha;
+        o_acc[d][2 * slot + 1] *= alpha;
       }
       m = m_f;
     }
-    const bool live = row_live[r] && l > 0.f;
+    const bool live = row_live[slot] && l > 0.f;
     const float inv = live ? descale_v / l : 0.f;
     // Natural-log LSE; -inf for a row with no live key (or a padded row).
     const float lse = live ? (p.stats_log2 && !kSplit ? m + __log2f(l) : m * kLn2 + __logf(l)) : neg_inf();
     if (live && (kFeatures & RIME_F_AMAX_S) && row_max != neg_inf())
       amax_s = fmaxf(amax_s, exp2_approx(row_max - m) / l);
-    const int i = row_i[r], h = row_h[r];
+    const int i = row_i[slot], h = row_h[slot];
     if constexpr (kSplit) {
-      if (!row_exists[r]) continue;
+      if (!row_exists[slot]) return;
       const i64 prow = ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
       float* dst = p.o_partial + prow * kDv;
       for (int d = 0; d < kDT; ++d) {
         float2 v;
-        v.x = o_acc[d][2 * r] * inv;
-        v.y = o_acc[d][2 * r + 1] * inv;
+        v.x = o_acc[d][2 * slot] * inv;
+        v.y = o_acc[d][2 * slot + 1] * inv;
         *reinterpret_cast<float2*>(dst + d * 8 + 2 * t) = v;
       }
       if (t == 0) p.lse_partial[prow] = lse;
-      continue;
+      return;
     }
     const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
     if constexpr (kBlock > 0) {
       // A block of kBlock columns is kBlock / 8 accumulator tiles of the 4 threads of a quad (2 columns each):
-      // its amax is a quad reduction, which every lane joins (row_exists only guards the stores).
+      // its amax is a quad reduction, which every lane joins (row_exists only guards the stores). Two passes
+      // over the block's accumulators (amax, then quantize) keep no copies of them live.
       constexpr int kTiles = kBlock / 8;
+      const float to_o = inv * scale_o;
+      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
+#pragma unroll
       for (int blk = 0; blk < kDv / kBlock; ++blk) {
-        float x[kTiles][2];
         float amax_blk = 0.f;
+#pragma unroll
         for (int u = 0; u < kTiles; ++u)
-          for (int e = 0; e < 2; ++e) {
-            const float pre = o_acc[blk * kTiles + u][2 * r + e] * inv;
-            if (row_exists[r]) amax_o = fmaxf(amax_o, fabsf(pre));
-            x[u][e] = pre * scale_o;
-            amax_blk = fmaxf(amax_blk, fabsf(x[u][e]));
-          }
-        amax_blk = quad_max(amax_blk);
+#pragma unroll
+          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][e]));
+        // Amax_O is pre-scale (inv >= 0, so |o * inv| = |o| * inv).
+        if (row_exists[slot]) amax_o = fmaxf(amax_o, amax_blk * inv);
+        amax_blk = quad_max(amax_blk * to_o);
         u32 sf;
         float q_inv;
         block_scale<kOut>(amax_blk, sf, q_inv);
-        if (row_exists[r]) {
+        if (row_exists[slot]) {
+#pragma unroll
           for (int u = 0; u < kTiles; ++u)
-            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, x[u][0], x[u][1], q_inv);
-          if (t == 0) p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, blk)] = u8(sf);
+            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][0] * to_o,
+                                   o_acc[blk * kTiles + u][1] * to_o, q_inv);
+          if (t == 0) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + blk)] = u8(sf);
         }
       }
       // Columns of sf_o past the last block (C is rounded up to 4) read zero.
-      if (row_exists[r] && t == 0)
-        for (int c = kDv / kBlock; c < p.sf_cols; ++c)
-          p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, c)] = 0;
+      if (row_exists[slot] && t == 0)
+        for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + c)] = 0;
     } else {
-      if (!row_exists[r]) continue;
+      if (!row_exists[slot]) return;
       for (int d = 0; d < kDT; ++d) {
-        const float x = o_acc[d][2 * r] * inv, y = o_acc[d][2 * r + 1] * inv;
+        const float x = o_acc[d][2 * slot] * inv, y = o_acc[d][2 * slot + 1] * inv;
         amax_o = fmaxf(amax_o, fmaxf(fabsf(x), fabsf(y)));
         store_pair<kOut>(p.o, orow + d * 8 + 2 * t, x * scale_o, y * scale_o);
       }
     }
-    if ((kFeatures & RIME_F_STATS) && t == 0 && row_exists[r])
+    if ((kFeatures & RIME_F_STATS) && t == 0 && row_exists[slot])
       p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
-  }
+    };
+  finish_row(Slot<0>{});
+  finish_row(Slot<1>{});
   if constexpr (!kSplit && kBlock > 0) {
     // Per-(b,h) planes: the last row tile of each (batch, kv head) zeroes the pad rows of its q heads.
     if (p.sf_layout == 0 && q_tile == gridDim.x - 1)

@@ -36,6 +36,7 @@ int features(const Facts& f, bool split) {
   if (f.mask.causal || f.mask.window_left || f.mask.band_right) bits |= RIME_F_MASK;
   // scale_o multiplies only FP8 and block-scaled O (SPEC section 2: 1 for the others).
   if (f.has_scale_o && (is_fp8(f.o.dtype) || f.o_block_scale != 0)) bits |= RIME_F_SCALE_O;
+  if (f.is_mxfp8) bits |= RIME_F_MX_INPUTS;
   return bits;
 }
 
@@ -93,7 +94,8 @@ Launch sdpa_mma_launch(const Facts& f, const Config& c) {
   l.grid[2] = static_cast<unsigned>(f.B * c.split_kv);
   l.block = static_cast<unsigned>(c.tile.q * 2);
   const int elem = f.is_fp8 || f.is_mxfp8 ? 1 : 2;
-  l.smem = static_cast<unsigned>(heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem, elem == 1));
+  l.smem = static_cast<unsigned>(heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem, elem == 1,
+                                                                   f.is_mxfp8));
   return l;
 }
 
@@ -128,6 +130,18 @@ SdpaParams sdpa_mma_params(const Graph& g, const Facts& f, const Config& c,
   }
   p.sf_o = static_cast<unsigned char*>(buffer(buffers, g, Role::SfO));
   set_sf_geometry(f, p);
+  p.sf_q = static_cast<const unsigned char*>(buffer(buffers, g, Role::SfQ));
+  p.sf_k = static_cast<const unsigned char*>(buffer(buffers, g, Role::SfK));
+  p.sf_v = static_cast<const unsigned char*>(buffer(buffers, g, Role::SfV));
+  // The input scale planes' R and C (validate() checked them; planes order is the only one accepted).
+  auto plane_dims = [&](Role r, int& rows, int& cols) {
+    const TensorDesc* t = g.operand(r);
+    rows = t ? static_cast<int>(t->dims[2]) : 0;
+    cols = t ? static_cast<int>(t->dims[3]) : 0;
+  };
+  plane_dims(Role::SfQ, p.sf_q_rows, p.sf_q_cols);
+  plane_dims(Role::SfK, p.sf_k_rows, p.sf_k_cols);
+  plane_dims(Role::SfV, p.sf_v_rows, p.sf_v_cols);
   copy_strides(p.q_stride, g.operand(Role::Q));
   copy_strides(p.k_stride, g.operand(Role::K));
   copy_strides(p.v_stride, g.operand(Role::V));

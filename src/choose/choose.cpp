@@ -41,6 +41,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
   tp.d_v = f.D_v;
   tp.elem_bytes = elem_bytes;
   tp.transpose_v = transpose_v;
+  tp.mx_scales = f.is_mxfp8;
   tp.sm_count = f.device.sm_count;
   tp.smem_per_block = f.device.smem_per_block;
   tp.smem_per_sm = f.device.smem_per_sm;
@@ -52,7 +53,8 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
                   fmt::format("row {}: {}{}", row->id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));
   c.tile = {tc.tile->q, tc.tile->kv};
   c.tile_reason = f.pinned_tile ? "pinned by the graph" : tc.reason;
-  c.smem_bytes = heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem_bytes, transpose_v);
+  c.smem_bytes = heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem_bytes, transpose_v,
+                                                  f.is_mxfp8);
   c.q_tiles = ceil_div(c.packed_rows, c.tile.q);
   c.kv_tiles = ceil_div(f.S_kv, c.tile.kv);
 

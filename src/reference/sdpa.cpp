@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/geometry.hpp"
 #include "reference/formats.hpp"
 
 namespace rime::reference {
@@ -21,6 +22,13 @@ int64_t seq_len(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
   const TensorDesc* d = g.operand(role);
   if (!d) return fallback;
   return static_cast<int64_t>(load_element(DataType::INT32, t.at(d->uid).data(), b * d->strides[0]));
+}
+
+// MXFP8 inputs (SPEC section 6): the UE8M0 scale at (r, c) of the F8_128x4 plane (b, h) of a scale tensor.
+double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int64_t h, int64_t r, int64_t c) {
+  const TensorDesc& d = *g.operand(role);
+  return decode_ue8m0(t.at(d.uid)[static_cast<size_t>(b * d.strides[0] + h * d.strides[1] +
+                                                      f8_128x4_offset(r, c, d.dims[3]))]);
 }
 
 }  // namespace
@@ -59,13 +67,21 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
     keys.last = std::min(keys.last, kv_range->last);
   }
   std::vector<double> qrow(static_cast<size_t>(f.D_qk));
-  for (int64_t d = 0; d < f.D_qk; ++d) qrow[d] = load_element(q.dtype, qb, offset_of(q, b, h, i, d));
+  const bool mx = f.is_mxfp8;
+  for (int64_t d = 0; d < f.D_qk; ++d) {
+    qrow[d] = load_element(q.dtype, qb, offset_of(q, b, h, i, d));
+    if (mx) qrow[d] *= mx_scale(g, t, Role::SfQ, b, h, i, d / 32);
+  }
   std::vector<double> s;
   std::vector<int64_t> js;
   double m = sink, row_max = kNegInf;
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;
-    for (int64_t d = 0; d < f.D_qk; ++d) dot += qrow[d] * load_element(k.dtype, kb, offset_of(k, b, h_kv, j, d));
+    for (int64_t d = 0; d < f.D_qk; ++d) {
+      double kv = load_element(k.dtype, kb, offset_of(k, b, h_kv, j, d));
+      if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
+      dot += qrow[d] * kv;
+    }
     s.push_back(scale * dot);
     js.push_back(j);
     row_max = std::max(row_max, s.back());
@@ -76,7 +92,11 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
   for (double x : s) l += std::exp(x - m);
   for (size_t n = 0; n < s.size(); ++n) {
     const double p = std::exp(s[n] - m) / l;
-    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * load_element(v.dtype, vb, offset_of(v, b, h_kv, js[n], d));
+    for (int64_t d = 0; d < f.D_v; ++d) {
+      double vv = load_element(v.dtype, vb, offset_of(v, b, h_kv, js[n], d));
+      if (mx) vv *= mx_scale(g, t, Role::SfV, b, h_kv, d, js[n] / 32);
+      r.o[d] += p * vv;
+    }
   }
   for (double& x : r.o) x *= descale_v;
   r.lse = m + std::log(l);

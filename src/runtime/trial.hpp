@@ -17,7 +17,8 @@ struct TrialInputs {
   uint64_t seed = 0;
 };
 // Random inputs for the graph: Q/K/V exactly representable in their dtype, descales in [0.5, 1.5], scale_o in
-// [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more).
+// [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more), MXFP8
+// scales in 2^-1 .. 2^1 with NaN pads.
 TrialInputs make_inputs(const Graph& graph, uint64_t seed);
 
 struct TrialOptions {

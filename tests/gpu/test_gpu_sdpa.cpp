@@ -68,12 +68,39 @@ std::vector<test::BlockScaledCase> block_scaled_cases() {
   return cases;
 }
 
+// SPEC section 6 on the GPU: MXFP8 inputs into every O format (scale_o present and absent), split or not,
+// causal or not; head dims 64 and 256 with padding, sink and Stats; GQA decode. The scales' pads are NaN
+// (make_inputs), so reading one fails the check.
+std::vector<test::MxInputsCase> mx_inputs_cases() {
+  std::vector<test::MxInputsCase> cases;
+  for (const char* o : {"BF16", "FP8_E4M3", "NVFP4", "MXFP8"})
+    for (int split : {1, 4})
+      for (bool causal : {false, true}) {
+        test::MxInputsCase c;
+        c.o_format = o, c.split = split, c.causal = causal, c.scale_o = std::string(o) != "BF16" && !causal;
+        cases.push_back(c);
+      }
+  for (int64_t d : {64, 256}) {
+    test::MxInputsCase c;
+    c.o_format = d == 64 ? "FP16" : "FP8_E5M2", c.D = d, c.B = 3, c.S_q = 200, c.S_kv = 333, c.padding = true,
+    c.sink = true, c.stats = true, c.split = d == 64 ? 2 : 1, c.scale_o = d == 256;
+    cases.push_back(c);
+  }
+  for (const char* o : {"BF16", "NVFP4"}) {
+    test::MxInputsCase c;
+    c.o_format = o, c.split = 8, c.B = 3, c.H_q = 8, c.H_kv = 1, c.S_q = 1, c.S_kv = 3000;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 }  // namespace
 
 TEST_CASE("compile the sweep's kernels (no GPU needed)", "[.compile]") {
   std::vector<Graph> graphs;
   for (int i = 0; i < sweep_size(); ++i) graphs.push_back(test::random_graph(1000 + i).graph);
   for (const auto& c : block_scaled_cases()) graphs.push_back(test::block_scaled_graph(c));
+  for (const auto& c : mx_inputs_cases()) graphs.push_back(test::mx_inputs_graph(c));
   int built = 0;
   for (const auto& p : build_plans(graphs)) built += p.ok();
   fmt::print("compiled the plans of {} of {} sweep and block-scaled graphs\n", built, graphs.size());
@@ -253,7 +280,7 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
 
 TEST_CASE("every example runs and checks", "[gpu][examples]") {
   for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding",
-                           "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major"}) {
+                           "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major", "mxfp8_inputs"}) {
     INFO(name);
     Result<Graph> g = load_graph_file(test::example_path(name));
     REQUIRE(g.ok());
@@ -289,4 +316,28 @@ TEST_CASE("block-scaled O (NVFP4, MXFP8) in both sf_o layouts, split or not", "[
                rep->elements_outside, rep->elements_checked);
   }
   fmt::print("block-scaled: {} of {} cases passed\n", passed, cases.size());
+}
+
+TEST_CASE("MXFP8 inputs (sdpa_mxfp8) into every O format, split or not", "[gpu][mx]") {
+  const std::vector<test::MxInputsCase> cases = mx_inputs_cases();
+  std::vector<Graph> graphs;
+  for (const auto& c : cases) graphs.push_back(test::mx_inputs_graph(c));
+  std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0;
+  for (size_t n = 0; n < cases.size(); ++n) {
+    INFO(cases[n].describe() << ": " << plans[n].status().to_string());
+    REQUIRE(plans[n].ok());
+    CHECK(plans[n]->config().split_kv == cases[n].split);
+    Result<runtime::TrialReport> rep = runtime::run_trial(plans[n].value(), runtime::make_inputs(graphs[n], 900 + n), {});
+    REQUIRE(rep.ok());
+    std::string failures;
+    for (const auto& f : rep->failures) failures += "\n  " + f;
+    INFO("rel L2 " << rep->o_rel_l2 << failures);
+    CHECK(rep->passed);
+    passed += rep->passed;
+    fmt::print("{}: {} rel L2 {:.4f}, {} of {} outside, LSE max err {:.2g}\n", cases[n].describe(),
+               rep->passed ? "passed" : "FAILED", rep->o_rel_l2, rep->elements_outside, rep->elements_checked,
+               rep->lse_max_abs_err);
+  }
+  fmt::print("MXFP8 inputs: {} of {} cases passed\n", passed, cases.size());
 }

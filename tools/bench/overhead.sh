@@ -5,7 +5,7 @@
 # back to back, so that clock drift between processes falls on all three alike; the medians over the rounds
 # are compared. Writes OUTDIR/overhead.csv and prints a markdown table.
 set -uo pipefail
-rime=${1:-build/rime}; out=${2:-bench-out}; rounds=${3:-5}; here=$(cd "$(dirname "$0")" && pwd)
+rime=${1:-build/rime}; out=${2:-bench-out}; rounds=${3:-3}; here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 echo "shape,variant,round,ms" > "$out/overhead.csv"
 time_one() {
