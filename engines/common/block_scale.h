@@ -52,6 +52,23 @@ RIME_HD float e4m3_value(unsigned byte) {
   return e == 0 ? float(m) * bits_float(0x3b000000u) : float(8 + m) * bits_float((e + 117u) << 23);
 }
 
+// 1 / value of a non-negative, non-NaN E4M3 byte, rounded to nearest like the IEEE division 1.0f / value
+// (0 for the byte 0: the NVFP4 "inv = dec > 0 ? 1/dec : 0"). value = M * 2^k with M one of 16 significands;
+// 1/value = (1/M) * 2^-k, and 1/M is a compile-time constant rounded once, so the result is the correctly
+// rounded reciprocal without a division (or the division subroutine's registers) in the kernel.
+RIME_HD float e4m3_reciprocal(unsigned byte) {
+  const unsigned e = (byte >> 3) & 0xFu, m = byte & 0x7u;
+  if (e == 0) {  // subnormal m * 2^-9: 1/m * 2^9
+    const float inv_m = m == 1 ? 1.f : m == 2 ? 0.5f : m == 3 ? 1.f / 3.f : m == 4 ? 0.25f : m == 5 ? 0.2f
+                      : m == 6 ? 1.f / 6.f : m == 7 ? 1.f / 7.f : 0.f;
+    return inv_m * 512.f;
+  }
+  // normal (8 + m) / 8 * 2^(e - 7): 8 / (8 + m) * 2^(7 - e), the power of two built from its exponent bits.
+  const float inv_m = m == 0 ? 1.f : m == 1 ? 8.f / 9.f : m == 2 ? 0.8f : m == 3 ? 8.f / 11.f : m == 4 ? 8.f / 12.f
+                    : m == 5 ? 8.f / 13.f : m == 6 ? 8.f / 14.f : 8.f / 15.f;
+  return inv_m * bits_float((134u - e) << 23);
+}
+
 // MXFP8: the UE8M0 exponent of ceil_pow2(amax / 448) from amax's fp32 bits, clamped to [0, 254].
 RIME_HD unsigned mxfp8_exponent(float amax) {
   const unsigned bits = float_bits(amax);

@@ -154,8 +154,7 @@ __device__ __forceinline__ void block_scale(float amax, u32& sf, float& inv) {
   if constexpr (kOut == RIME_T_NVFP4) {
     constexpr float kSixth = 1.0f / 6.0f;
     sf = pack2_fp8<RIME_T_E4M3>(__fmul_rn(amax, kSixth), 0.f) & 0xFFu;
-    const float dec = rime_bs::e4m3_value(sf);
-    inv = dec > 0.f ? __frcp_rn(dec) : 0.f;
+    inv = rime_bs::e4m3_reciprocal(sf);  // == (dec > 0 ? 1.0f / dec : 0) for dec = value(sf), sf != NaN
   } else {
     static_assert(kOut == RIME_T_MXFP8, "block_scale is for NVFP4 / MXFP8");
     sf = rime_bs::mxfp8_exponent(amax);

@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
 #pragma unroll
         for (int u = 0; u < kTiles; ++u)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][e]));
+          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][2 * slot + e]));
         // Amax_O is pre-scale (inv >= 0, so |o * inv| = |o| * inv).
         if (row_exists[slot]) amax_o = fmaxf(amax_o, amax_blk * inv);
         amax_blk = quad_max(amax_blk * to_o);
@@ -400,8 +400,8 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
         if (row_exists[slot]) {
 #pragma unroll
           for (int u = 0; u < kTiles; ++u)
-            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][0] * to_o,
-                                   o_acc[blk * kTiles + u][1] * to_o, q_inv);
+            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][2 * slot] * to_o,
+                                   o_acc[blk * kTiles + u][2 * slot + 1] * to_o, q_inv);
           if (t == 0) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + blk)] = u8(sf);
         }
       }
