@@ -174,21 +174,6 @@ __device__ __forceinline__ void store_block_pair(void* base, i64 offset, float a
   }
 }
 
-// Quantizes and stores 4 consecutive columns (c .. c+3) of a block-scaled O row at element offset c (a multiple
-// of 4): 2 bytes of E2M1 codes (column c in the low nibble) or 4 bytes of E4M3.
-template <int kOut>
-__device__ __forceinline__ void store_block_quad(void* base, i64 offset, float4 v, float inv) {
-  if constexpr (kOut == RIME_T_NVFP4) {
-    const u32 codes = rime_bs::e2m1_code(__fmul_rn(v.x, inv)) | (rime_bs::e2m1_code(__fmul_rn(v.y, inv)) << 4) |
-                      (rime_bs::e2m1_code(__fmul_rn(v.z, inv)) << 8) | (rime_bs::e2m1_code(__fmul_rn(v.w, inv)) << 12);
-    *reinterpret_cast<u16*>(static_cast<u8*>(base) + offset / 2) = u16(codes);
-  } else {
-    const u32 lo = pack2_fp8<RIME_T_E4M3>(__fmul_rn(v.x, inv), __fmul_rn(v.y, inv));
-    const u32 hi = pack2_fp8<RIME_T_E4M3>(__fmul_rn(v.z, inv), __fmul_rn(v.w, inv));
-    *reinterpret_cast<u32*>(static_cast<u8*>(base) + offset) = lo | (hi << 16);
-  }
-}
-
 // Zeroes what sf_o holds beyond the scales of valid blocks: the pad rows [S_q, R) of per-(b,h) planes (SPEC
 // section 5), `heads` heads from h0, spread over `threads` threads.
 __device__ __forceinline__ void zero_sf_pad_rows(u8* sf_o, int H, int R, int C, int S_q, int b, int h0, int heads,

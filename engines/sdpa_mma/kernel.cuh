@@ -332,13 +332,6 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
 
   // Epilogue. Row state: m (log2), l (summed over the quad).
   constexpr int kBlock = OutFormat<kOut>::kBlock;  // block-scaled O: scales per kBlock columns
-  // Block-scaled O stages each warp's rows, 8 at a time, in shared memory that the main loop no longer needs;
-  // the pitch (+8 floats) keeps the quads' float2 writes free of bank conflicts.
-  constexpr int kStagePitch = kDv + 8;
-  constexpr int kSmemBytes =
-      kTileQ * kRowQ + 2 * kTileKv * (kRowK + kRowV) + (T::kFp8 ? kDv * kRowVt : 0) + (kMx ? 4 * (kTileKv * kKSteps + kDv * kVBlocks) : 0);
-  static_assert(kBlock == 0 || kWarps * 8 * kStagePitch * 4 <= kSmemBytes, "the O staging must fit in the CTA's shared memory");
-  if constexpr (kBlock > 0) __syncthreads();  // every warp is past the main loop and every cp.async has landed
   float descale_v = 1.f;
   if constexpr (T::kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
   float scale_o = 1.f;
@@ -385,46 +378,36 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     }
     const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
     if constexpr (kBlock > 0) {
-      // Staged through shared memory: the warp's 8 rows of this slot go to its staging rows as fp32 o = O *
-      // scale_o; then each lane takes 4 consecutive values of a row, so that a block's kBlock / 4 lanes are
-      // neighbours (a shuffle amax) and a row leaves in contiguous stores. In registers (a quad per block) the
-      // epilogue pushed this kernel to 255 registers and slowed its main loop.
-      float* stage = reinterpret_cast<float*>(smem) + warp * 8 * kStagePitch;
-      for (int d = 0; d < kDT; ++d) {
-        const float x = o_acc[d][2 * slot] * inv, y = o_acc[d][2 * slot + 1] * inv;
-        if (row_exists[slot]) amax_o = fmaxf(amax_o, fmaxf(fabsf(x), fabsf(y)));
-        float2 v;
-        v.x = x * scale_o;
-        v.y = y * scale_o;
-        *reinterpret_cast<float2*>(stage + g * kStagePitch + d * 8 + 2 * t) = v;
-      }
-      __syncwarp();
-      constexpr int kQuads = kDv / 4;       // float4s per row
-      constexpr int kLanes = kBlock / 4;    // lanes per block
-      for (int it = 0; it < 8 * kQuads / 32; ++it) {
-        const int idx = it * 32 + lane, rr = idx / kQuads, c4 = idx % kQuads;
-        const float4 v = *reinterpret_cast<const float4*>(stage + rr * kStagePitch + c4 * 4);
-        float amax_blk = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-        for (int o = 1; o < kLanes; o <<= 1) amax_blk = fmaxf(amax_blk, __shfl_xor_sync(0xffffffffu, amax_blk, o));
+      // A block of kBlock columns is kBlock / 8 accumulator tiles of the 4 threads of a quad (2 columns each):
+      // its amax is a quad reduction, which every lane joins (row_exists only guards the stores). Two passes
+      // over the block's accumulators (amax, then quantize) keep no copies of them live.
+      constexpr int kTiles = kBlock / 8;
+      const float to_o = inv * scale_o;
+      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
+#pragma unroll
+      for (int blk = 0; blk < kDv / kBlock; ++blk) {
+        float amax_blk = 0.f;
+#pragma unroll
+        for (int u = 0; u < kTiles; ++u)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][2 * slot + e]));
+        // Amax_O is pre-scale (inv >= 0, so |o * inv| = |o| * inv).
+        if (row_exists[slot]) amax_o = fmaxf(amax_o, amax_blk * inv);
+        amax_blk = quad_max(amax_blk * to_o);
         u32 sf;
         float q_inv;
         block_scale<kOut>(amax_blk, sf, q_inv);
-        const int pr = row0 + warp * 16 + 8 * slot + rr;
-        if (pr < p.packed_rows) {
-          const int ri = pr / p.group, rh = h_kv * p.group + pr % p.group;
-          store_block_quad<kOut>(p.o, i64(b) * p.o_stride[0] + i64(rh) * p.o_stride[1] + i64(ri) * p.o_stride[2] + c4 * 4,
-                                 v, q_inv);
-          if (c4 % kLanes == 0) {
-            const rime_bs::SfRow sr = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, rh, ri);
-            const int blk = c4 / kLanes;
-            p.sf_o[sr.base + rime_bs::f8_128x4_col_part(sr.col0 + blk)] = u8(sf);
-            // Columns of sf_o past the last block (C is rounded up to 4) read zero.
-            if (blk == kDv / kBlock - 1)
-              for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[sr.base + rime_bs::f8_128x4_col_part(sr.col0 + c)] = 0;
-          }
+        if (row_exists[slot]) {
+#pragma unroll
+          for (int u = 0; u < kTiles; ++u)
+            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][2 * slot] * to_o,
+                                   o_acc[blk * kTiles + u][2 * slot + 1] * to_o, q_inv);
+          if (t == 0) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + blk)] = u8(sf);
         }
       }
-      __syncwarp();  // the next slot reuses the staging rows
+      // Columns of sf_o past the last block (C is rounded up to 4) read zero.
+      if (row_exists[slot] && t == 0)
+        for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + c)] = 0;
     } else {
       if (!row_exists[slot]) return;
       for (int d = 0; d < kDT; ++d) {
