@@ -417,4 +417,24 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
   auto into_ws = buffers;
   into_ws[o] = ws;
   CHECK(check_bindings(g.value(), into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
+
+  SECTION("sf_o: 16-byte aligned and overlapping nothing (SPEC section 5)") {
+    Result<Graph> nv = load_graph_file(test::example_path("fp8_nvfp4_o_planes"));
+    REQUIRE(nv.ok());
+    std::unordered_map<int64_t, void*> b;
+    uintptr_t at = uintptr_t{1} << 40;
+    for (const TensorDesc& t : nv->tensors()) {
+      b[t.uid] = reinterpret_cast<void*>(at);
+      at += uintptr_t{64} << 20;
+    }
+    REQUIRE(check_bindings(nv.value(), b, nullptr, 0).ok());
+    const TensorDesc& sf = *nv->operand(Role::SfO);
+    auto shifted = b;
+    shifted[sf.uid] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(b[sf.uid]) + 4);
+    CHECK(check_bindings(nv.value(), shifted, nullptr, 0).message() ==
+          fmt::format("buffer for sf_o (uid {}) is not 16-byte aligned", sf.uid));
+    auto inside_o = b;  // sf_o placed in the middle of O
+    inside_o[sf.uid] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(b[nv->operand(Role::O)->uid]) + 1024);
+    CHECK(check_bindings(nv.value(), inside_o, nullptr, 0).message().find("overlaps the buffer of") != std::string::npos);
+  }
 }
