@@ -92,6 +92,8 @@ TEST_CASE("tile table", "[heuristics]") {
     }
   }
   CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80);
+  // MXFP8 inputs add the KV tile's scales as fp32: K 64 keys x 4 k steps, V 128 d x 2 key blocks.
+  CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80 + 4 * (256 + 256));
   // Decode picks the KV tile that fits the most single-warp CTAs per SM.
   TileChoice decode = choose_tile({4, 64, 128, 128, 1, true, 132, 232448, 233472, tiles});
   REQUIRE(decode.tile.has_value());

@@ -1,6 +1,6 @@
 // The block-scaled O arithmetic of SPEC section 5 (NVFP4 and MXFP8), in plain fp32 bit manipulation with no
 // includes, so that the same source compiles in the kernels (NVRTC) and in a host test that checks it bit for
-// bit against the CPU reference quantizers (tests/test_block_scale_device.cpp). sm_89/sm_90 have no cvt to
+// bit against the CPU reference quantizers (tests/test_reference.cpp). sm_89/sm_90 have no cvt to
 // E2M1 (that is sm_100+), so the E2M1 rounding is done here in software.
 #pragma once
 
