@@ -88,6 +88,7 @@ int cmd_run(const Args& args) {
   j["check"] = {{"passed", r.passed}, {"rows_checked", r.rows_checked}, {"o_max_abs_err", r.o_max_abs_err},
                 {"o_rel_l2", r.o_rel_l2}, {"elements_outside", r.elements_outside},
                 {"lse_max_abs_err", r.lse_max_abs_err}, {"failures", r.failures}};
+  if (plan->facts().o_block_scale) j["check"]["reference_quantization_rel_l2"] = r.quant_rel_l2;
   if (topt.timing_iterations > 0)
     j["bench"] = {{"median_ms", r.median_ms}, {"tflops", r.tflops}, {"gbps", r.gbps}};
   if (json_out) {
@@ -99,6 +100,9 @@ int cmd_run(const Args& args) {
                  "abs err {:.3g})\n",
                  r.passed ? "PASSED" : "FAILED", r.rows_checked, r.o_max_abs_err, r.o_rel_l2, r.elements_outside,
                  r.lse_max_abs_err);
+      if (plan->facts().o_block_scale)
+        fmt::print("  {} O: the rel L2 above includes the quantization; the reference's own is {:.3g}\n",
+                   plan->facts().o_format(), r.quant_rel_l2);
       if (plan->facts().wants_amax_o) fmt::print("  Amax_O {:.5g} (reference {:.5g})\n", r.amax_o_gpu, r.amax_o_ref);
       if (plan->facts().wants_amax_s) fmt::print("  Amax_S {:.5g} (reference {:.5g})\n", r.amax_s_gpu, r.amax_s_ref);
       for (const std::string& f : r.failures) fmt::print("  {}\n", f);
