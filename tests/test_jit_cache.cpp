@@ -384,17 +384,23 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
   CHECK(Plan::load("{\"rime_plan\": 1}").status().code() == StatusCode::InvalidJson);
 }
 
-TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers", "[plan]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
-  REQUIRE(g.ok());
-  // Fake addresses, never dereferenced: each tensor gets its own 64 MiB-aligned slot.
-  std::unordered_map<int64_t, void*> buffers;
+namespace {
+// Fake addresses, never dereferenced: each tensor gets its own 64 MiB-aligned slot; returns the next free slot.
+uintptr_t fake_buffers(const Graph& g, std::unordered_map<int64_t, void*>& buffers) {
   uintptr_t next = uintptr_t{1} << 40;
-  for (const TensorDesc& t : g->tensors()) {
+  for (const TensorDesc& t : g.tensors()) {
     buffers[t.uid] = reinterpret_cast<void*>(next);
     next += uintptr_t{64} << 20;
   }
-  void* ws = reinterpret_cast<void*>(next);
+  return next;
+}
+}  // namespace
+
+TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers", "[plan]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  std::unordered_map<int64_t, void*> buffers;
+  void* ws = reinterpret_cast<void*>(fake_buffers(g.value(), buffers));
   CHECK(check_bindings(g.value(), buffers, ws, 4096).ok());
   CHECK(check_bindings(g.value(), buffers, nullptr, 4096).message().find("needs a workspace of 4096") !=
         std::string::npos);
@@ -422,11 +428,7 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
     Result<Graph> nv = load_graph_file(test::example_path("fp8_nvfp4_o_planes"));
     REQUIRE(nv.ok());
     std::unordered_map<int64_t, void*> b;
-    uintptr_t at = uintptr_t{1} << 40;
-    for (const TensorDesc& t : nv->tensors()) {
-      b[t.uid] = reinterpret_cast<void*>(at);
-      at += uintptr_t{64} << 20;
-    }
+    fake_buffers(nv.value(), b);
     REQUIRE(check_bindings(nv.value(), b, nullptr, 0).ok());
     const TensorDesc& sf = *nv->operand(Role::SfO);
     auto shifted = b;

@@ -44,14 +44,6 @@ RIME_HD unsigned e2m1_code(float x) {
   return code | ((bits >> 28) & 0x8u);
 }
 
-// Value of a non-negative E4M3 byte (the NVFP4 scale): 0x7F is NaN.
-RIME_HD float e4m3_value(unsigned byte) {
-  const unsigned e = (byte >> 3) & 0xFu, m = byte & 0x7u;
-  if ((byte & 0x7Fu) == 0x7Fu) return bits_float(0x7fc00000u);
-  // Subnormal: m * 2^-9; normal: (8 + m) * 2^(e - 10). Both exact in fp32.
-  return e == 0 ? float(m) * bits_float(0x3b000000u) : float(8 + m) * bits_float((e + 117u) << 23);
-}
-
 // 1 / value of a non-negative, non-NaN E4M3 byte, rounded to nearest like the IEEE division 1.0f / value
 // (0 for the byte 0: the NVFP4 "inv = dec > 0 ? 1/dec : 0"). value = M * 2^k with M one of 16 significands;
 // 1/value = (1/M) * 2^-k, and 1/M is a compile-time constant rounded once, so the result is the correctly

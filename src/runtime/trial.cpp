@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -56,20 +57,29 @@ struct BlockScaledO {
   }
 };
 
-// The reference block of one row's o = O * scale_o values: its decoded scale and byte.
+// The reference quantizer's block of one row's o = O * scale_o values: its scale byte, the decoded scale, and
+// each element dequantized (code * scale, still times scale_o).
 struct ReferenceBlock {
   double dec = 0;
   uint8_t byte = 0;
+  std::array<double, 32> dequantized{};
 };
 ReferenceBlock reference_block(const Facts& f, const std::vector<double>& o, double scale_o, int64_t blk) {
   float v[32];
   for (int n = 0; n < f.o_block_scale; ++n) v[n] = static_cast<float>(o[blk * f.o_block_scale + n] * scale_o);
+  ReferenceBlock r;
   if (f.o_block_scale == 16) {
-    const uint8_t byte = reference::quantize_nvfp4(v).scale;
-    return {reference::decode_e4m3(byte), byte};
+    const reference::Nvfp4Block q = reference::quantize_nvfp4(v);
+    r.byte = q.scale;
+    r.dec = reference::decode_e4m3(q.scale);
+    for (int n = 0; n < 16; ++n) r.dequantized[n] = reference::decode_e2m1(q.codes[n]) * r.dec;
+  } else {
+    const reference::Mxfp8Block q = reference::quantize_mxfp8(v);
+    r.byte = q.scale;
+    r.dec = reference::decode_ue8m0(q.scale);
+    for (int n = 0; n < 32; ++n) r.dequantized[n] = reference::decode_e4m3(q.codes[n]) * r.dec;
   }
-  const uint8_t byte = reference::quantize_mxfp8(v).scale;
-  return {reference::decode_ue8m0(byte), byte};
+  return r;
 }
 
 // The spacing of the element grid (E2M1 or E4M3) around |x| in units of the block scale.
@@ -358,11 +368,7 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
         const double s = rblk.dec > 0 ? rblk.dec : 1e-30;
         const double step = s * grid_step(f.o_block_scale, want * scale_o / s);
         elem_atol = std::max(atol, 3 * step / scale_o);
-        const double q = rblk.dec > 0 ? (f.o_block_scale == 16
-                                             ? reference::decode_e2m1(reference::encode_e2m1(want * scale_o / rblk.dec))
-                                             : reference::decode_e4m3(reference::encode_e4m3(want * scale_o / rblk.dec))) *
-                                            rblk.dec / scale_o
-                                      : 0.0;
+        const double q = rblk.dequantized[static_cast<size_t>(d % f.o_block_scale)] / scale_o;
         quant_err2 += (q - want) * (q - want);
       }
       ++rep.elements_checked;
