@@ -16,6 +16,14 @@ int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, 
   return q + kv + vt + scales;
 }
 
+int64_t sdpa_wgmma_smem_bytes() { return 5 * 128 * 128 + 1024; }
+
+int64_t wgmma_vt_keys(int64_t s_kv) { return (s_kv + kWgmmaTileKv - 1) / kWgmmaTileKv * kWgmmaTileKv; }
+
+int64_t wgmma_vt_bytes(int64_t batch, int64_t h_kv, int64_t d_v, int64_t s_kv) {
+  return (batch * h_kv * d_v * wgmma_vt_keys(s_kv) + 255) / 256 * 256;
+}
+
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
   const int64_t by_regs = 65536 / (int64_t{threads} * 256);

@@ -19,6 +19,17 @@ struct Tile {
 int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v,
                             bool mx_scales = false);
 
+// The sdpa_fp8_sm90 (wgmma) engine: one shape, 128 packed rows (two warpgroups) by 128 keys, D 128.
+constexpr int kWgmmaThreads = 256;
+constexpr int kWgmmaTileKv = 128;
+// Its shared memory (engines/sdpa_wgmma/kernel.cuh): a Q tile, two stages of K and of V^T, each 128 rows of 128
+// bytes, plus 1024 bytes of slack to align the base to the 128-byte swizzle's 1024-byte atoms.
+int64_t sdpa_wgmma_smem_bytes();
+// The keys of one V^T row in its workspace copy: S_kv rounded up to whole KV tiles.
+int64_t wgmma_vt_keys(int64_t s_kv);
+// The workspace of V^T: B x H_kv x D_v rows of wgmma_vt_keys bytes, rounded up to 256 bytes.
+int64_t wgmma_vt_bytes(int64_t batch, int64_t h_kv, int64_t d_v, int64_t s_kv);
+
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
 // kernels until the compiler's figure is fed back) and the 64-warp limit.

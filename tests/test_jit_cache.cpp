@@ -100,6 +100,19 @@ TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit]
     for (int d : {64, 128, 256})
       specs.push_back(
           combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O, "sm_90a"));
+  // The wgmma engine (sm_90a only): every O format with every feature, the plain form, the split form, and its
+  // V^T pre-pass with and without padding.
+  auto wgmma = [](int out, int features) {
+    return KernelSpec{"sdpa_fp8_sm90", "sdpa_wgmma/kernel.cuh",
+                      fmt::format("rime_dev::sdpa_wgmma_fwd<{}, {}>", out, features), "SdpaParams", "sm_90a"};
+  };
+  for (int out : {RIME_T_E4M3, RIME_T_E5M2, RIME_T_BF16, RIME_T_FP16, RIME_T_NVFP4, RIME_T_MXFP8})
+    specs.push_back(wgmma(out, kAllFeatures));
+  specs.push_back(wgmma(RIME_T_E4M3, 0));
+  specs.push_back(wgmma(RIME_T_FP32, kSplitFeatures | RIME_F_SINK));
+  for (int features : {0, RIME_F_PADDING})
+    specs.push_back(KernelSpec{"sdpa_fp8_sm90", "sdpa_wgmma/kernel.cuh", fmt::format("rime_dev::vt_fp8<{}>", features),
+                               "SdpaParams", "sm_90a"});
   compile_all(specs);
 }
 
@@ -423,6 +436,12 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
   auto into_ws = buffers;
   into_ws[o] = ws;
   CHECK(check_bindings(g.value(), into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
+  // The kernels write the workspace (V^T of the wgmma engine, split partials): inputs may not share it either.
+  auto v_in_ws = buffers;
+  v_in_ws[g->operand(Role::V)->uid] = reinterpret_cast<char*>(ws) + 1024;
+  CHECK(check_bindings(g.value(), v_in_ws, ws, 4096).message() == "the buffer of input V (uid 3) overlaps the workspace");
+  CHECK(check_bindings(g.value(), buffers, reinterpret_cast<char*>(ws) + 8, 4096).message() ==
+        "the workspace is not 16-byte aligned");
 
   SECTION("sf_o: 16-byte aligned and overlapping nothing (SPEC section 5)") {
     Result<Graph> nv = load_graph_file(test::example_path("fp8_nvfp4_o_planes"));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "catch.hpp"
+#include "heuristics/tile.hpp"
 #include "rime/config.hpp"
 #include "rime/json.hpp"
 #include "test_paths.hpp"
@@ -93,7 +94,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     Result<Config> c = choose(f, vs);
     CHECK(c.status().code() == StatusCode::NotSupported);
     CHECK(has(c.status().message(), "an FP4_E2M1 O is served only as a block-scaled O with sf_o"));
-    CHECK(has(c.status().message(), "row sdpa_fp8_sm90: engine sdpa_fp8_sm90 is not built yet"));
+    CHECK(has(c.status().message(), "row sdpa_fp8_sm90: an FP4_E2M1 O is served only as a block-scaled O with sf_o"));
   }
   SECTION("sf_o on a non-quantized op") {
     // The graph form is invalid (sdpa has no sf_o slot) ...
@@ -152,8 +153,47 @@ TEST_CASE("required declines explain themselves", "[match]") {
   }
   SECTION("an unbuilt engine") {
     Facts f = facts_of(example_json("fp8_prefill"));
-    CHECK(verdict_of(match(f), "sdpa_fp8_sm90").reason == "row sdpa_fp8_sm90: engine sdpa_fp8_sm90 is not built yet");
+    CapabilityRow row = *std::find_if(capability_rows().begin(), capability_rows().end(),
+                                      [](const CapabilityRow& r) { return r.id == "sdpa_fp8_sm90"; });
+    row.built = false;
+    CHECK(match_row(row, f).reason == "row sdpa_fp8_sm90: engine sdpa_fp8_sm90 is not built yet");
   }
+  SECTION("the wgmma engine's own limits") {
+    // Decode leaves its 128-row tiles empty: the mma.sync engine runs it.
+    Facts decode = facts_of(example_json("fp8_decode_gqa"));
+    CHECK(verdict_of(match(decode), "sdpa_fp8_sm90").reason ==
+          "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64: its row tiles would run mostly empty");
+    // wgmma needs the arch-specific target.
+    Facts plain = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_90", 132).value());
+    CHECK(has(verdict_of(match(plain), "sdpa_fp8_sm90").reason, "is not sm_90a"));
+    json doc = example_json("fp8_prefill");
+    for (int i : {0, 1, 2, 9}) {
+      doc["tensors"][i]["dims"][3] = 64;
+      doc["tensors"][i].erase("strides");
+    }
+    CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm90").reason ==
+          "row sdpa_fp8_sm90: D_qk 64 not in {128}");
+  }
+}
+
+TEST_CASE("FP8 prefill on sm_90a runs on the wgmma engine, with V^T in the workspace", "[choose]") {
+  Facts f = facts_of(example_json("fp8_prefill"));
+  Result<Config> c = choose(f, match(f));
+  REQUIRE(c.ok());
+  CHECK(c->row_id == "sdpa_fp8_sm90");
+  CHECK(c->tile == TileShape{128, 128});
+  CHECK(c->smem_bytes == heuristics::sdpa_wgmma_smem_bytes());
+  CHECK(c->split_kv == 1);
+  // B 2, H_kv 8, D 128, S_kv 1024: one byte per V element.
+  CHECK(c->workspace_bytes == 2 * 8 * 128 * 1024);
+  CHECK(heuristics::wgmma_vt_keys(1000) == 1024);
+  CHECK(heuristics::wgmma_vt_bytes(1, 1, 128, 1) == 128 * 128);
+  // The same graph on sm_89 runs on the mma.sync engine with no workspace.
+  Facts ada = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_89", 128).value());
+  Result<Config> c89 = choose(ada, match(ada));
+  REQUIRE(c89.ok());
+  CHECK(c89->row_id == "sdpa_fp8_sm89");
+  CHECK(c89->workspace_bytes == 0);
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {

@@ -44,6 +44,8 @@ struct SdpaParams {
   const unsigned char* sf_v;
   float* o_partial;    // split: [split][B][H_q][S_q][D_v]
   float* lse_partial;  // split: [split][B][H_q][S_q]
+  unsigned char* vt;   // sdpa_fp8_sm90: V transposed by its pre-pass, [B][H_kv][D_v][vt_keys] (keys permuted)
+  int vt_keys;         // S_kv rounded up to the wgmma engine's KV tile; keys past the valid ones are zero
   long long q_stride[3];  // b, h, s (elements; d has unit stride)
   long long k_stride[3];
   long long v_stride[3];

@@ -14,7 +14,7 @@
 // 16-key half p = 4t + i holds kv = 8 * (i / 2) + 2t + i % 2. Example: t = 1, i = 2 -> p = 6 holds key 10.
 #pragma once
 
-#include "common/device.cuh"
+#include "common/attention.cuh"
 
 namespace rime_dev {
 
@@ -23,16 +23,6 @@ struct InType {
   static constexpr int kBytes = (kIn == RIME_T_FP16 || kIn == RIME_T_BF16) ? 2 : 1;
   static constexpr bool kFp8 = kBytes == 1;
   static constexpr int kPvTypeA = kFp8 ? RIME_T_E4M3 : kIn;  // P is quantized to E4M3 for FP8 inputs
-};
-
-// P is quantized to E4M3 on a fixed scale: P in [0, 1] times 448 uses E4M3's whole range; 1/448 is folded
-// into the final normalization. descale_s / scale_s are therefore not read.
-constexpr float kPScale = 448.f;
-
-// A compile-time row slot (0: accumulator elements 0-1, row g; 1: elements 2-3, row g + 8).
-template <int kSlot>
-struct Slot {
-  static constexpr int value = kSlot;
 };
 
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
@@ -50,7 +40,6 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   constexpr int kDT = kDv / 8;              // 8-column accumulator tiles of O
   constexpr bool kQInRegs = kDqk * kEB <= 256;
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
-  constexpr bool kSink = (kFeatures & RIME_F_SINK) != 0 && !kSplit;  // the combine adds the sink under split
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   // MXFP8 inputs (SPEC section 6): one UE8M0 scale per 32 d of Q and K rows and per 32 keys of V columns. A
@@ -77,45 +66,12 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * kTileQ;
 
-  const int seq_q = kPadding ? min(p.S_q, p.seq_len_q[b]) : p.S_q;
-  const int kv_limit = kPadding ? max(0, min(p.S_kv, p.seq_len_kv[b])) : p.S_kv;
-  const int right_bound = p.causal ? 0 : p.band_right;  // -1: none
-
-  // The KV tile range of this row tile: the union of its rows' unmasked keys.
-  int tile_lo = 0, tile_hi = 0;
-  {
-    const int last = min(row0 + kTileQ, p.packed_rows) - 1;
-    const int i_lo = row0 / p.group, i_hi = last / p.group;
-    int hi = kv_limit, lo = 0;
-    if (kMask && right_bound >= 0) hi = min(hi, i_hi + p.diag_shift + right_bound + 1);
-    if (kMask && p.window_left >= 0) lo = max(0, i_lo + p.diag_shift - p.window_left + 1);
-    if (hi > lo) {
-      tile_lo = lo / kTileKv;
-      tile_hi = (hi + kTileKv - 1) / kTileKv;
-    }
-  }
-  int kt_begin = tile_lo, kt_end = tile_hi;
-  if (kSplit) {
-    // SPEC section 3: near-equal chunks, the remainder to the leading splits; a chunk past the end is empty.
-    const int n = tile_hi - tile_lo, per = n / p.num_splits, rem = n % p.num_splits;
-    kt_begin = tile_lo + split * per + min(split, rem);
-    kt_end = kt_begin + per + (split < rem ? 1 : 0);
-  }
-
+  const BatchExtent ext = batch_extent<kPadding>(p, b);
+  const int kv_limit = ext.kv_limit;
+  int kt_begin, kt_end;
+  kv_tile_range<kTileQ, kTileKv, kMask, kSplit>(p, ext, row0, split, kt_begin, kt_end);
   // The two rows this thread holds in every accumulator: warp row g and g + 8.
-  int row_i[2], row_h[2], key_lo[2], key_hi[2];
-  bool row_live[2], row_exists[2];
-  for (int r = 0; r < 2; ++r) {
-    const int pr = row0 + warp * 16 + g + 8 * r;
-    row_exists[r] = pr < p.packed_rows;
-    row_i[r] = row_exists[r] ? pr / p.group : 0;
-    row_h[r] = h_kv * p.group + (row_exists[r] ? pr % p.group : 0);
-    row_live[r] = row_exists[r] && row_i[r] < seq_q;
-    key_hi[r] = kv_limit;
-    key_lo[r] = 0;
-    if (kMask && right_bound >= 0) key_hi[r] = min(key_hi[r], row_i[r] + p.diag_shift + right_bound + 1);
-    if (kMask && p.window_left >= 0) key_lo[r] = row_i[r] + p.diag_shift - p.window_left + 1;
-  }
+  const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);
 
   const u8* q_base = static_cast<const u8*>(p.q);
   const u8* k_base = static_cast<const u8*>(p.k) + (i64(b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
@@ -159,9 +115,9 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   float q_scale[2][kMx ? kKSteps : 1];
   if constexpr (kMx) {
     for (int r = 0; r < 2; ++r) {
-      const u8* plane = p.sf_q + (i64(b) * p.H_q + row_h[r]) * p.sf_q_rows * p.sf_q_cols;
+      const u8* plane = p.sf_q + (i64(b) * p.H_q + rows.h[r]) * p.sf_q_rows * p.sf_q_cols;
       for (int kk = 0; kk < kKSteps; ++kk)
-        q_scale[r][kk] = row_exists[r] ? rime_bs::ue8m0_value(plane[rime_bs::f8_128x4_offset(row_i[r], kk, p.sf_q_cols)]) : 0.f;
+        q_scale[r][kk] = rows.exists[r] ? rime_bs::ue8m0_value(plane[rime_bs::f8_128x4_offset(rows.i[r], kk, p.sf_q_cols)]) : 0.f;
     }
   }
   const u8* sf_k_plane = kMx ? p.sf_k + (i64(b) * p.H_kv + h_kv) * p.sf_k_rows * p.sf_k_cols : nullptr;
@@ -253,47 +209,15 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
       }
     }
 
-    // Scale to log2 units and mask.
+    // Scale to log2 units, mask, and the online softmax step.
     const bool edge = kMask || kPadding || (kt + 1) * kTileKv > p.S_kv;
-    for (int n = 0; n < kNT; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, j = kt * kTileKv + n * 8 + 2 * t + (e & 1);
-        float v = s[n][e] * scale_log2;
-        if (edge && (j >= key_hi[r] || j < key_lo[r])) v = neg_inf();
-        s[n][e] = v;
-      }
-
-    // Online softmax: rescale the running state to the new row max.
-    for (int r = 0; r < 2; ++r) {
-      float mx = neg_inf();
-      for (int n = 0; n < kNT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = quad_max(mx);
-      const float m_new = fmaxf(m_run[r], mx);
-      const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
-      const float alpha = exp2_approx(m_run[r] - m_use);
-      m_run[r] = m_new;
-      float sum = 0.f;
-      for (int n = 0; n < kNT; ++n)
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[n][e] = exp2_approx(s[n][e] - m_use);
-          sum += s[n][e];
-        }
-      l_run[r] = l_run[r] * alpha + sum;
-      for (int d = 0; d < kDT; ++d) {
-        o_acc[d][2 * r] *= alpha;
-        o_acc[d][2 * r + 1] *= alpha;
-      }
-    }
+    softmax_tile(s, o_acc, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t);
 
     // O += P V
     if constexpr (T::kFp8) {
       for (int c = 0; c < kTileKv / 32; ++c) {
         u32 a[4];
-        auto q8 = [&](int n, int e) { return u32(pack2_fp8<RIME_T_E4M3>(s[n][e] * kPScale, s[n][e + 1] * kPScale)); };
-        a[0] = q8(4 * c, 0) | (q8(4 * c + 1, 0) << 16);
-        a[1] = q8(4 * c, 2) | (q8(4 * c + 1, 2) << 16);
-        a[2] = q8(4 * c + 2, 0) | (q8(4 * c + 3, 0) << 16);
-        a[3] = q8(4 * c + 2, 2) | (q8(4 * c + 3, 2) << 16);
+        pack_p_fp8(s, c, a);
         for (int d = 0; d < kDT; ++d) {
           const u8* vrow = sVt + (d * 8 + g) * kRowVt + c * 32 + t * 4;
           const u32 b0 = *reinterpret_cast<const u32*>(vrow), b1 = *reinterpret_cast<const u32*>(vrow + 16);
@@ -330,110 +254,8 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   }
   cp_async_wait<0>();
 
-  // Epilogue. Row state: m (log2), l (summed over the quad).
-  constexpr int kBlock = OutFormat<kOut>::kBlock;  // block-scaled O: scales per kBlock columns
-  float descale_v = 1.f;
-  if constexpr (T::kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
-  float scale_o = 1.f;
-  if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
-  float amax_o = 0.f, amax_s = 0.f;
-  // The two rows of this thread, one at a time. The row is a compile-time slot (a template tag): a runtime
-  // index into o_acc, m_run or l_run would move them to local memory for the whole kernel, main loop included,
-  // and a row loop is too large for the compiler to unroll once the block-scaled epilogue is in it.
-  auto finish_row = [&](auto slot_tag) {
-    constexpr int slot = decltype(slot_tag)::value;
-    float l = quad_sum(l_run[slot]);
-    float m = m_run[slot];
-    float row_max = m;  // max score without the sink, for Amax_S
-    if constexpr (kSink) {
-      const float sink = p.sink[row_h[slot]] * kLog2e;
-      const float m_f = fmaxf(m, sink);
-      const float alpha = exp2_approx(m - m_f);  // m = -inf (no live key) gives 0
-      l = l * alpha + exp2_approx(sink - m_f);
-      for (int d = 0; d < kDT; ++d) {
-        o_acc[d][2 * slot] *= alpha;
-        o_acc[d][2 * slot + 1] *= alpha;
-      }
-      m = m_f;
-    }
-    const bool live = row_live[slot] && l > 0.f;
-    const float inv = live ? descale_v / l : 0.f;
-    // Natural-log LSE; -inf for a row with no live key (or a padded row).
-    const float lse = live ? (p.stats_log2 && !kSplit ? m + __log2f(l) : m * kLn2 + __logf(l)) : neg_inf();
-    if (live && (kFeatures & RIME_F_AMAX_S) && row_max != neg_inf())
-      amax_s = fmaxf(amax_s, exp2_approx(row_max - m) / l);
-    const int i = row_i[slot], h = row_h[slot];
-    if constexpr (kSplit) {
-      if (!row_exists[slot]) return;
-      const i64 prow = ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
-      float* dst = p.o_partial + prow * kDv;
-      for (int d = 0; d < kDT; ++d) {
-        float2 v;
-        v.x = o_acc[d][2 * slot] * inv;
-        v.y = o_acc[d][2 * slot + 1] * inv;
-        *reinterpret_cast<float2*>(dst + d * 8 + 2 * t) = v;
-      }
-      if (t == 0) p.lse_partial[prow] = lse;
-      return;
-    }
-    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
-    if constexpr (kBlock > 0) {
-      // A block of kBlock columns is kBlock / 8 accumulator tiles of the 4 threads of a quad (2 columns each):
-      // its amax is a quad reduction, which every lane joins (row_exists only guards the stores). Two passes
-      // over the block's accumulators (amax, then quantize) keep no copies of them live.
-      constexpr int kTiles = kBlock / 8;
-      const float to_o = inv * scale_o;
-      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
-#pragma unroll
-      for (int blk = 0; blk < kDv / kBlock; ++blk) {
-        float amax_blk = 0.f;
-#pragma unroll
-        for (int u = 0; u < kTiles; ++u)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][2 * slot + e]));
-        // Amax_O is pre-scale (inv >= 0, so |o * inv| = |o| * inv).
-        if (row_exists[slot]) amax_o = fmaxf(amax_o, amax_blk * inv);
-        amax_blk = quad_max(amax_blk * to_o);
-        u32 sf;
-        float q_inv;
-        block_scale<kOut>(amax_blk, sf, q_inv);
-        if (row_exists[slot]) {
-#pragma unroll
-          for (int u = 0; u < kTiles; ++u)
-            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][2 * slot] * to_o,
-                                   o_acc[blk * kTiles + u][2 * slot + 1] * to_o, q_inv);
-          if (t == 0) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + blk)] = u8(sf);
-        }
-      }
-      // Columns of sf_o past the last block (C is rounded up to 4) read zero.
-      if (row_exists[slot] && t == 0)
-        for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + c)] = 0;
-    } else {
-      if (!row_exists[slot]) return;
-      for (int d = 0; d < kDT; ++d) {
-        const float x = o_acc[d][2 * slot] * inv, y = o_acc[d][2 * slot + 1] * inv;
-        amax_o = fmaxf(amax_o, fmaxf(fabsf(x), fabsf(y)));
-        store_pair<kOut>(p.o, orow + d * 8 + 2 * t, x * scale_o, y * scale_o);
-      }
-    }
-    if ((kFeatures & RIME_F_STATS) && t == 0 && row_exists[slot])
-      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
-    };
-  finish_row(Slot<0>{});
-  finish_row(Slot<1>{});
-  if constexpr (!kSplit && kBlock > 0) {
-    // Per-(b,h) planes: the last row tile of each (batch, kv head) zeroes the pad rows of its q heads.
-    if (p.sf_layout == 0 && q_tile == gridDim.x - 1)
-      zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h_kv * p.group, p.group, tid, kThreads);
-  }
-  if constexpr (!kSplit && (kFeatures & RIME_F_AMAX_O) != 0) {
-    amax_o = warp_max(amax_o);
-    if (lane == 0) atomic_max_nonneg(p.amax_o, amax_o);
-  }
-  if constexpr ((kFeatures & RIME_F_AMAX_S) != 0) {
-    amax_s = warp_max(amax_s);
-    if (lane == 0) atomic_max_nonneg(p.amax_s, amax_s);
-  }
+  attention_epilogue<kIn, kOut, kDv, kFeatures>(p, o_acc, m_run, l_run, rows, b, split, h_kv,
+                                               q_tile == int(gridDim.x) - 1, tid, kThreads);
 }
 
 }  // namespace rime_dev

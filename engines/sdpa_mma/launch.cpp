@@ -18,14 +18,15 @@ int type_code(DataType t) {
   }
 }
 
-// The O type argument: the dtype, or the block-scaled format that sf_o makes of it.
-int o_type_code(const Facts& f) {
+}  // namespace
+
+int sdpa_o_type_code(const Facts& f) {
   if (f.o_block_scale == 16) return RIME_T_NVFP4;
   if (f.o_block_scale == 32) return RIME_T_MXFP8;
   return type_code(f.o.dtype);
 }
 
-int features(const Facts& f, bool split) {
+int sdpa_features(const Facts& f, bool split) {
   int bits = 0;
   if (f.has_sink) bits |= RIME_F_SINK;
   if (f.wants_stats || split) bits |= RIME_F_STATS;
@@ -39,6 +40,8 @@ int features(const Facts& f, bool split) {
   if (f.is_mxfp8) bits |= RIME_F_MX_INPUTS;
   return bits;
 }
+
+namespace {
 
 void* buffer(const std::unordered_map<int64_t, void*>& buffers, const Graph& g, Role role) {
   auto uid = g.op()->operand(role);
@@ -70,8 +73,8 @@ KernelSpec sdpa_mma_spec(const Facts& f, const Config& c, const std::string& arc
   // that one specialization serves every O dtype.
   const bool split = c.split_kv > 1;
   s.name_expression = fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q.dtype),
-                                  split ? RIME_T_FP32 : o_type_code(f), f.D_qk, f.D_v, c.tile.q, c.tile.kv,
-                                  features(f, split));
+                                  split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, c.tile.q, c.tile.kv,
+                                  sdpa_features(f, split));
   return s;
 }
 
@@ -82,8 +85,8 @@ KernelSpec combine_spec(const Facts& f, const std::string& arch) {
   s.params_type = "CombineParams";
   s.arch = arch;
   const int bits =
-      features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O);
-  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", o_type_code(f), f.D_v, bits);
+      sdpa_features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O);
+  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", sdpa_o_type_code(f), f.D_v, bits);
   return s;
 }
 

@@ -15,6 +15,11 @@
 
 namespace rime::engines {
 
+// The O type argument of the attention kernels: the dtype, or the block-scaled format sf_o makes of it.
+int sdpa_o_type_code(const Facts& facts);
+// The RIME_F_* feature bits of the attention kernels for these facts (with or without split).
+int sdpa_features(const Facts& facts, bool split);
+
 // The specialization of the attention kernel for (facts, config) on `arch`.
 KernelSpec sdpa_mma_spec(const Facts& facts, const Config& config, const std::string& arch);
 // The combine specialization for a split plan.

@@ -34,6 +34,9 @@ struct CapabilityRow {
   std::vector<std::pair<int64_t, int64_t>> split_head_dims;
   std::vector<int> split_counts;
   std::vector<TileShape> tiles;
+  // Fewest packed rows (S_q x group) the row serves: an engine whose smallest row tile is large declines graphs
+  // that would leave it mostly empty (decode), so that a row with small tiles runs them.
+  int64_t min_packed_rows = 0;
   std::string notes;
 };
 

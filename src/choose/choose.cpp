@@ -34,6 +34,17 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
 
   const int elem_bytes = f.is_fp8 || f.is_mxfp8 ? 1 : 2;
   const bool transpose_v = elem_bytes == 1;
+  const bool wgmma = row->engine == "sdpa_fp8_sm90";
+  if (wgmma) {
+    // One shape (its row lists it); the row's min_packed_rows keeps graphs that would leave it empty away.
+    c.tile = row->tiles.at(0);
+    c.tile_reason = f.pinned_tile ? "pinned by the graph" : "the wgmma engine's one tile: two warpgroups of 64 rows, 128 keys";
+    c.smem_bytes = heuristics::sdpa_wgmma_smem_bytes();
+    if (c.smem_bytes > f.device.smem_per_block)
+      return Status(StatusCode::NotSupported, fmt::format("row {}: needs {} bytes of shared memory per block, the "
+                                                          "device has {}",
+                                                          row->id, c.smem_bytes, f.device.smem_per_block));
+  }
   heuristics::TileProblem tp;
   tp.packed_rows = c.packed_rows;
   tp.batch_heads = f.B * f.H_kv;
@@ -47,14 +58,16 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
   tp.smem_per_sm = f.device.smem_per_sm;
   for (const TileShape& t : row->tiles)
     if (!f.pinned_tile || t == *f.pinned_tile) tp.allowed.push_back({t.q, t.kv});
-  heuristics::TileChoice tc = heuristics::choose_tile(tp);
-  if (!tc.tile)
-    return Status(StatusCode::NotSupported,
-                  fmt::format("row {}: {}{}", row->id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));
-  c.tile = {tc.tile->q, tc.tile->kv};
-  c.tile_reason = f.pinned_tile ? "pinned by the graph" : tc.reason;
-  c.smem_bytes = heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem_bytes, transpose_v,
-                                                  f.is_mxfp8);
+  if (!wgmma) {
+    heuristics::TileChoice tc = heuristics::choose_tile(tp);
+    if (!tc.tile)
+      return Status(StatusCode::NotSupported,
+                    fmt::format("row {}: {}{}", row->id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));
+    c.tile = {tc.tile->q, tc.tile->kv};
+    c.tile_reason = f.pinned_tile ? "pinned by the graph" : tc.reason;
+    c.smem_bytes = heuristics::sdpa_mma_smem_bytes(c.tile.q, c.tile.kv, f.D_qk, f.D_v, elem_bytes, transpose_v,
+                                                    f.is_mxfp8);
+  }
   c.q_tiles = ceil_div(c.packed_rows, c.tile.q);
   c.kv_tiles = ceil_div(f.S_kv, c.tile.kv);
 
@@ -98,6 +111,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
     c.split_reason = "lowest wave/tile cost";
   }
   c.workspace_bytes = split_workspace_bytes(f, c.split_kv);
+  if (wgmma) c.workspace_bytes += heuristics::wgmma_vt_bytes(f.B, f.H_kv, f.D_v, f.S_kv);
   return c;
 }
 

@@ -80,6 +80,10 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     if (row.needs_aligned16 && !t->aligned16)
       return Decline{"needs_aligned16", fmt::format("{} strides are not multiples of 16 bytes", name)};
   }
+  if (f.S_q * f.group < row.min_packed_rows)
+    return Decline{"min_packed_rows", fmt::format("packed rows S_q x group = {} x {} = {} < {}: its row tiles would run "
+                                                  "mostly empty",
+                                                  f.S_q, f.group, f.S_q * f.group, row.min_packed_rows)};
   if (f.has_sink && !row.sink) return Decline{"sink", "sink not supported"};
   if (f.wants_stats && !row.stats) return Decline{"stats", "Stats output not supported"};
   if (f.wants_amax_s && !row.amax_s) return Decline{"amax_s", "Amax_S output not supported"};

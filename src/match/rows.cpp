@@ -79,6 +79,7 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.split_head_dims = pairs(split.at("head_dims"));
     r.split_counts = split.at("counts").get<std::vector<int>>();
     for (const auto& t : j.at("tiles")) r.tiles.push_back({t.at("q").get<int>(), t.at("kv").get<int>()});
+    r.min_packed_rows = j.value("min_packed_rows", int64_t{0});
     r.notes = j.at("notes").get<std::string>();
     return r;
   } catch (const std::exception& e) {

@@ -11,6 +11,9 @@ Status check_bindings(const Graph& g, const std::unordered_map<int64_t, void*>& 
   const SdpaOp& op = *g.op();
   if (workspace_bytes > 0 && !workspace)
     return Status(StatusCode::InvalidGraph, fmt::format("the plan needs a workspace of {} bytes", workspace_bytes));
+  // The workspace holds fp32 partials (8-byte stores) and the wgmma engine's V^T (16-byte stores).
+  if (workspace_bytes > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    return Status(StatusCode::InvalidGraph, "the workspace is not 16-byte aligned");
   for (int r = 0; r < kRoleCount; ++r) {
     if (!op.operands[r]) continue;
     const TensorDesc& t = *g.find_tensor(*op.operands[r]);
@@ -41,11 +44,18 @@ Status check_bindings(const Graph& g, const std::unordered_map<int64_t, void*>& 
                       fmt::format("the buffer of output {} (uid {}) overlaps the buffer of {} (uid {})", out.name,
                                   out.uid, other.name, other.uid));
     }
-    if (workspace_bytes > 0) {
-      const uintptr_t wlo = reinterpret_cast<uintptr_t>(workspace), whi = wlo + static_cast<uintptr_t>(workspace_bytes);
-      if (olo < whi && wlo < ohi)
-        return Status(StatusCode::InvalidGraph,
-                      fmt::format("the buffer of output {} (uid {}) overlaps the workspace", out.name, out.uid));
+  }
+  // The kernels write the workspace (split partials, V^T) while they read the inputs and write the outputs.
+  if (workspace_bytes > 0) {
+    const uintptr_t wlo = reinterpret_cast<uintptr_t>(workspace), whi = wlo + static_cast<uintptr_t>(workspace_bytes);
+    for (int r = 0; r < kRoleCount; ++r) {
+      if (!op.operands[r]) continue;
+      const TensorDesc& t = *g.find_tensor(*op.operands[r]);
+      const auto [lo, hi] = range(t);
+      if (lo < whi && wlo < hi)
+        return Status(StatusCode::InvalidGraph, fmt::format("the buffer of {} {} (uid {}) overlaps the workspace",
+                                                            is_output_role(static_cast<Role>(r)) ? "output" : "input",
+                                                            t.name, t.uid));
     }
   }
   return Status::success();

@@ -14,48 +14,103 @@
 #include "runtime/driver.hpp"
 #include "runtime/module.hpp"
 #include "sdpa_mma/launch.hpp"
+#include "sdpa_wgmma/launch.hpp"
 #include "status_macros.hpp"
 
 namespace rime {
 
 namespace {
+
 constexpr int kPlanFormatVersion = 1;
+
+// The kernels a plan launches, in order: the V^T pre-pass (wgmma engine), the attention kernel, the combine
+// (split plans).
+enum class StageRole { VtPrepass, Attention, Combine };
+
+const char* role_name(StageRole r) {
+  switch (r) {
+    case StageRole::VtPrepass: return "v_transpose";
+    case StageRole::Attention: return "attention";
+    case StageRole::Combine: return "combine";
+  }
+  return "?";
 }
+
+const char* launch_what(StageRole r) {
+  switch (r) {
+    case StageRole::VtPrepass: return "cuLaunchKernel(v_transpose)";
+    case StageRole::Attention: return "cuLaunchKernel(attention)";
+    case StageRole::Combine: return "cuLaunchKernel(combine)";
+  }
+  return "cuLaunchKernel";
+}
+
+struct Stage {
+  StageRole role;
+  engines::Launch launch{};
+  CUfunction fn = nullptr;
+};
+
+}  // namespace
 
 struct Plan::State {
   Graph graph;
   Facts facts;
   Config config;
-  std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // [attention, combine?]
+  std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
-  engines::Launch attention_launch{}, combine_launch{};
-  CUfunction attention_fn = nullptr, combine_fn = nullptr;
+  std::vector<Stage> stages;
   bool prepared = false;
 };
 
 namespace {
 
-std::vector<KernelSpec> kernel_specs(const Facts& f, const Config& c) {
+bool is_wgmma(const Config& c) { return c.engine == "sdpa_fp8_sm90"; }
+
+std::vector<std::pair<StageRole, KernelSpec>> kernel_stages(const Facts& f, const Config& c) {
   const std::string arch = f.device.arch_name();
-  std::vector<KernelSpec> specs{engines::sdpa_mma_spec(f, c, arch)};
-  if (c.split_kv > 1) specs.push_back(engines::combine_spec(f, arch));
+  std::vector<std::pair<StageRole, KernelSpec>> stages;
+  if (is_wgmma(c)) {
+    stages.emplace_back(StageRole::VtPrepass, engines::vt_prepass_spec(f, arch));
+    stages.emplace_back(StageRole::Attention, engines::sdpa_wgmma_spec(f, c, arch));
+  } else {
+    stages.emplace_back(StageRole::Attention, engines::sdpa_mma_spec(f, c, arch));
+  }
+  if (c.split_kv > 1) stages.emplace_back(StageRole::Combine, engines::combine_spec(f, arch));
+  return stages;
+}
+
+std::vector<KernelSpec> kernel_specs(const Facts& f, const Config& c) {
+  std::vector<KernelSpec> specs;
+  for (auto& [role, spec] : kernel_stages(f, c)) specs.push_back(spec);
   return specs;
+}
+
+engines::Launch stage_launch(StageRole role, const Facts& f, const Config& c) {
+  switch (role) {
+    case StageRole::VtPrepass: return engines::vt_prepass_launch(f);
+    case StageRole::Attention: return is_wgmma(c) ? engines::sdpa_wgmma_launch(f, c) : engines::sdpa_mma_launch(f, c);
+    case StageRole::Combine: return engines::combine_launch(f);
+  }
+  return {};
 }
 
 Status compile_all(Plan::State& s, const std::vector<KernelSpec>& specs) {
   s.compiled.clear();
   s.infos.clear();
+  s.stages.clear();
+  const auto stages = kernel_stages(s.facts, s.config);
+  if (specs.size() != stages.size()) return Status(StatusCode::Internal, "plan kernels do not match its stages");
   for (size_t i = 0; i < specs.size(); ++i) {
     auto k = get_kernel(specs[i]);
     if (!k.ok()) return k.status();
     const CompiledKernel& ck = *k->kernel;
+    const StageRole role = stages[i].first;
     s.compiled.push_back(k->kernel);
-    s.infos.push_back(KernelInfo{i == 0 ? "attention" : "combine", ck.spec.engine, ck.spec.name_expression,
-                                 ck.lowered_name, ck.key, ck.spec.arch, k->origin, ck.compile_ms,
-                                 static_cast<int64_t>(ck.cubin.size())});
+    s.infos.push_back(KernelInfo{role_name(role), ck.spec.engine, ck.spec.name_expression, ck.lowered_name, ck.key,
+                                 ck.spec.arch, k->origin, ck.compile_ms, static_cast<int64_t>(ck.cubin.size())});
+    s.stages.push_back(Stage{role, stage_launch(role, s.facts, s.config), nullptr});
   }
-  s.attention_launch = engines::sdpa_mma_launch(s.facts, s.config);
-  if (s.config.split_kv > 1) s.combine_launch = engines::combine_launch(s.facts);
   return Status::success();
 }
 
@@ -181,13 +236,10 @@ Status Plan::prepare() {
   if (gpu->arch != s.facts.device.arch)
     return Status(StatusCode::CudaError, fmt::format("plan is for {}, the GPU is {} ({})", s.facts.device.arch_name(),
                                                      gpu->arch_name(), gpu->name));
-  auto fn = runtime::load_function(*s.compiled[0], static_cast<int>(s.attention_launch.smem));
-  if (!fn.ok()) return fn.status();
-  s.attention_fn = fn.value();
-  if (s.compiled.size() > 1) {
-    auto cfn = runtime::load_function(*s.compiled[1], 0);
-    if (!cfn.ok()) return cfn.status();
-    s.combine_fn = cfn.value();
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(s.stages[i].launch.smem));
+    if (!fn.ok()) return fn.status();
+    s.stages[i].fn = fn.value();
   }
   s.prepared = true;
   return Status::success();
@@ -208,19 +260,19 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
           "cuMemsetD32Async(Amax)"));
     }
   }
-  SdpaParams params = engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
-  void* args[] = {&params};
-  const engines::Launch& l = s.attention_launch;
-  RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(s.attention_fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1, 1,
-                                                         l.smem, cu_stream, args, nullptr),
-                                     "cuLaunchKernel(attention)"));
-  if (s.config.split_kv > 1) {
-    CombineParams cp = engines::combine_params(s.graph, s.facts, s.config, buffers, workspace);
-    void* cargs[] = {&cp};
-    const engines::Launch& c = s.combine_launch;
-    RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(s.combine_fn, c.grid[0], c.grid[1], c.grid[2], c.block, 1,
-                                                           1, c.smem, cu_stream, cargs, nullptr),
-                                       "cuLaunchKernel(combine)"));
+  const SdpaParams params = is_wgmma(s.config)
+                                ? engines::sdpa_wgmma_params(s.graph, s.facts, s.config, buffers, workspace)
+                                : engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
+  CombineParams combine{};
+  if (s.config.split_kv > 1) combine = engines::combine_params(s.graph, s.facts, s.config, buffers, workspace);
+  for (const Stage& stage : s.stages) {
+    // cuLaunchKernel copies the parameter block at the call, so the locals may go after it.
+    void* args[] = {stage.role == StageRole::Combine ? static_cast<void*>(&combine)
+                                                     : static_cast<void*>(const_cast<SdpaParams*>(&params))};
+    const engines::Launch& l = stage.launch;
+    RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(stage.fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1, 1,
+                                                           l.smem, cu_stream, args, nullptr),
+                                       launch_what(stage.role)));
   }
   return Status::success();
 }

@@ -15,14 +15,19 @@ struct GraphDraw {
   std::string description;
 };
 
-inline GraphDraw random_graph(uint64_t seed) {
+// kWgmmaShapes draws only what the wgmma engine (sdpa_fp8_sm90) serves: E4M3 inputs, D 128, at least 64 packed
+// rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
+enum class Draw { kAll, kWgmmaShapes };
+
+inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   std::mt19937_64 rng(seed);
   auto pick = [&](std::initializer_list<int64_t> v) {
     return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
   };
   auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
-  const bool fp8 = coin(0.6);
-  const DataType in = fp8 ? (coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
+  const bool wgmma = draw == Draw::kWgmmaShapes;
+  const bool fp8 = wgmma || coin(0.6);
+  const DataType in = fp8 ? (wgmma || coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
                           : (coin(0.5) ? DataType::BF16 : DataType::FP16);
   DataType out;
   if (fp8) {
@@ -31,14 +36,14 @@ inline GraphDraw random_graph(uint64_t seed) {
   } else {
     out = coin(0.5) ? DataType::BF16 : DataType::FP16;
   }
-  const int64_t D = pick({64, 128, 128, 256});
+  const int64_t D = wgmma ? 128 : pick({64, 128, 128, 256});
   const int64_t group = pick({1, 1, 2, 4, 8});
   const int64_t H_kv = pick({1, 2, 3});
   const int64_t H_q = H_kv * group;
   const int64_t B = pick({1, 2, 3});
-  const bool decode = coin(0.25);
-  const int64_t S_q = decode ? 1 : pick({1, 17, 64, 100, 128, 300});
-  const int64_t S_kv = pick({1, 50, 64, 129, 256, 300, 513});
+  const bool decode = !wgmma && coin(0.25);
+  const int64_t S_q = decode ? 1 : wgmma ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
+  const int64_t S_kv = wgmma ? pick({1, 50, 129, 300, 513, 1000}) : pick({1, 50, 64, 129, 256, 300, 513});
   const int layout = static_cast<int>(pick({0, 0, 1, 2}));  // bhsd, bshd, strided (padded rows)
 
   Graph g(fmt::format("sweep_{}", seed));
@@ -81,7 +86,7 @@ inline GraphDraw random_graph(uint64_t seed) {
   if (coin(0.2)) a.attn_scale = 0.05f;
   const int split = static_cast<int>(pick({0, 0, 1, 2, 4, 16}));  // 0: the heuristic; 16: often > KV tiles
   if (split) a.split_kv = split;
-  const int tile = static_cast<int>(pick({0, 0, 16, 64, 128}));
+  const int tile = wgmma ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
   a.padding_mask = padding;
   a.generate_stats = stats;

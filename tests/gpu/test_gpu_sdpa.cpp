@@ -149,6 +149,39 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
   CHECK(declined < n / 10);
 }
 
+// The wgmma engine (sdpa_fp8_sm90) on its own draws: every mask, padding, GQA, sink, Stats, Amax, every O
+// dtype, split or not, sequence tails in rows and keys. On a GPU other than sm_90a the draws run elsewhere, and
+// the test says so.
+TEST_CASE("the wgmma engine against the CPU reference", "[gpu][wgmma]") {
+  const int n = std::max(8, sweep_size() / 3);
+  std::vector<test::GraphDraw> draws;
+  std::vector<Graph> graphs;
+  for (int i = 0; i < n; ++i) {
+    draws.push_back(test::random_graph(50000 + i, test::Draw::kWgmmaShapes));
+    graphs.push_back(draws.back().graph);
+  }
+  std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, on_wgmma = 0;
+  for (int i = 0; i < n; ++i) {
+    INFO(draws[i].description);
+    REQUIRE(plans[i].ok());
+    const Plan& plan = plans[i].value();
+    REQUIRE(plan.prepared());
+    on_wgmma += plan.config().engine == "sdpa_fp8_sm90";
+    runtime::TrialOptions opt;
+    opt.max_reference_rows = 2048;
+    Result<runtime::TrialReport> rep = runtime::run_trial(plan, runtime::make_inputs(plan.graph(), 9000 + i), opt);
+    REQUIRE(rep.ok());
+    std::string failures;
+    for (const auto& f : rep->failures) failures += "\n  " + f;
+    INFO("engine " << plan.config().engine << " split " << plan.config().split_kv << failures);
+    CHECK(rep->passed);
+    passed += rep->passed;
+  }
+  fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90\n", n, passed, on_wgmma);
+  if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_wgmma == n);
+}
+
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {
   Result<Graph> base = load_graph_file(test::example_path("fp8_decode_gqa"));
   REQUIRE(base.ok());

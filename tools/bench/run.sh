@@ -10,8 +10,8 @@ for f in "$here"/graphs/*.json; do
   name=$(basename "$f" .json)
   "$rime" run "$f" --bench --no-check --iterations 20 --json 2>/dev/null | python3 -c "
 import json,sys; j=json.load(sys.stdin)
-b=j.get('bench',{}); k=j['kernels'][0]['name']
-print('$name,%s,%.5f,%.2f,%.2f' % (k.split('<')[1].split('>')[0].replace(', ',' '), b['median_ms'], b['tflops'], b['gbps']))" >> "$out/ours.csv" || echo "$name: failed" >&2
+b=j.get('bench',{}); k=[x for x in j['kernels'] if x['role']=='attention'][0]
+print('$name,%s %s,%.5f,%.2f,%.2f' % (k['engine'], k['name'].split('<')[1].split('>')[0].replace(', ',' '), b['median_ms'], b['tflops'], b['gbps']))" >> "$out/ours.csv" || echo "$name: failed" >&2
 done
 python3 "$here/anchor.py" > "$out/anchors.csv" 2> "$out/anchors.log"
 python3 "$here/table.py" "$out/ours.csv" "$out/anchors.csv" "$out" | tee "$out/table.md"

@@ -1,0 +1,268 @@
+// The FlashAttention arithmetic the attention engines share: which KV tiles a row tile visits (masks, split
+// chunks), which rows a thread holds, scale-and-mask plus the online softmax over one KV tile, and the epilogue
+// (normalisation, sink, Stats, Amax, O in every format, or split partials). Both engines keep S and O in the
+// same register layout: mma.sync's m16n8 accumulator, which is also each warp's slice of a wgmma m64nN
+// accumulator. A thread holds rows g and g + 8 of its warp's 16 rows (g = lane / 4) and, in each 8-column
+// block n, columns 8n + 2t and 8n + 2t + 1 (t = lane % 4): acc[n][0..1] for row g, acc[n][2..3] for row g + 8.
+#pragma once
+
+#include "common/device.cuh"
+
+namespace rime_dev {
+
+// P is quantized to E4M3 on a fixed scale: P in [0, 1] times 448 uses E4M3's whole range; 1/448 is folded
+// into the final normalization. descale_s / scale_s are therefore not read.
+constexpr float kPScale = 448.f;
+
+// A compile-time row slot (0: accumulator elements 0-1, row g; 1: elements 2-3, row g + 8).
+template <int kSlot>
+struct Slot {
+  static constexpr int value = kSlot;
+};
+
+// The valid extents of one batch: rows past seq_q are padding, keys past kv_limit are masked.
+struct BatchExtent {
+  int seq_q, kv_limit, right_bound;  // right_bound -1: no upper key bound beyond kv_limit
+};
+
+template <bool kPadding>
+__device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) {
+  BatchExtent e;
+  e.seq_q = kPadding ? min(p.S_q, p.seq_len_q[b]) : p.S_q;
+  e.kv_limit = kPadding ? max(0, min(p.S_kv, p.seq_len_kv[b])) : p.S_kv;
+  e.right_bound = p.causal ? 0 : p.band_right;
+  return e;
+}
+
+// The KV tiles [begin, end) that the row tile of packed rows [row0, row0 + kTileQ) visits: the union of its
+// rows' unmasked keys, and under split this split's chunk of them (SPEC section 3: near-equal chunks, the
+// remainder to the leading splits; a chunk past the end is empty).
+template <int kTileQ, int kTileKv, bool kMask, bool kSplit>
+__device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchExtent& e, int row0, int split,
+                                              int& begin, int& end) {
+  int tile_lo = 0, tile_hi = 0;
+  const int last = min(row0 + kTileQ, p.packed_rows) - 1;
+  const int i_lo = row0 / p.group, i_hi = last / p.group;
+  int hi = e.kv_limit, lo = 0;
+  if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + p.diag_shift + e.right_bound + 1);
+  if (kMask && p.window_left >= 0) lo = max(0, i_lo + p.diag_shift - p.window_left + 1);
+  if (hi > lo) {
+    tile_lo = lo / kTileKv;
+    tile_hi = (hi + kTileKv - 1) / kTileKv;
+  }
+  begin = tile_lo;
+  end = tile_hi;
+  if (kSplit) {
+    const int n = tile_hi - tile_lo, per = n / p.num_splits, rem = n % p.num_splits;
+    begin = tile_lo + split * per + min(split, rem);
+    end = begin + per + (split < rem ? 1 : 0);
+  }
+}
+
+// The two rows a thread holds: packed rows `first` and first + 8 (GQA packs the `group` q heads of one kv head
+// into rows: packed row r is q row r / group of head h_kv * group + r % group), and their key bounds.
+struct ThreadRows {
+  int i[2], h[2], key_lo[2], key_hi[2];
+  bool live[2], exists[2];
+};
+
+template <bool kMask>
+__device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const BatchExtent& e, int first, int h_kv) {
+  ThreadRows rows;
+  for (int r = 0; r < 2; ++r) {
+    const int pr = first + 8 * r;
+    rows.exists[r] = pr < p.packed_rows;
+    rows.i[r] = rows.exists[r] ? pr / p.group : 0;
+    rows.h[r] = h_kv * p.group + (rows.exists[r] ? pr % p.group : 0);
+    rows.live[r] = rows.exists[r] && rows.i[r] < e.seq_q;
+    rows.key_hi[r] = e.kv_limit;
+    rows.key_lo[r] = 0;
+    if (kMask && e.right_bound >= 0) rows.key_hi[r] = min(rows.key_hi[r], rows.i[r] + p.diag_shift + e.right_bound + 1);
+    if (kMask && p.window_left >= 0) rows.key_lo[r] = rows.i[r] + p.diag_shift - p.window_left + 1;
+  }
+  return rows;
+}
+
+// One KV tile of the online softmax: scales S (kNT 8-key blocks from key0) to log2 units, masks keys outside
+// each row's bounds when `edge`, moves the running max, rescales O and the row sums, and leaves P = exp2(S - m)
+// in s.
+template <int kNT, int kDT>
+__device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
+                                             float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
+                                             bool edge, int t) {
+#pragma unroll
+  for (int n = 0; n < kNT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2, j = key0 + n * 8 + 2 * t + (e & 1);
+      float v = s[n][e] * scale_log2;
+      if (edge && (j >= rows.key_hi[r] || j < rows.key_lo[r])) v = neg_inf();
+      s[n][e] = v;
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = neg_inf();
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = quad_max(mx);
+    const float m_new = fmaxf(m_run[r], mx);
+    const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
+    const float alpha = exp2_approx(m_run[r] - m_use);
+    m_run[r] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[n][e] = exp2_approx(s[n][e] - m_use);
+        sum += s[n][e];
+      }
+    l_run[r] = l_run[r] * alpha + sum;
+#pragma unroll
+    for (int d = 0; d < kDT; ++d) {
+      o_acc[d][2 * r] *= alpha;
+      o_acc[d][2 * r + 1] *= alpha;
+    }
+  }
+}
+
+// The FP8 A fragment (m16n8k32 / wgmma k32 register layout) of the 32 keys [32c, 32c + 32) of P, quantized to
+// E4M3 on kPScale. The accumulator gives a thread keys {2t, 2t+1, 2t+8, 2t+9} of each 16 where the A fragment
+// wants k positions {4t..4t+3}; the thread's own values are packed as they are, so k position 4t + i of each
+// 16-key half holds key 8 * (i / 2) + 2t + i % 2, and the engines store V's keys in that order (their Vt).
+template <int kNT>
+__device__ __forceinline__ void pack_p_fp8(const float (&s)[kNT][4], int c, u32 (&a)[4]) {
+  auto q8 = [&](int n, int e) { return u32(pack2_fp8<RIME_T_E4M3>(s[n][e] * kPScale, s[n][e + 1] * kPScale)); };
+  a[0] = q8(4 * c, 0) | (q8(4 * c + 1, 0) << 16);
+  a[1] = q8(4 * c, 2) | (q8(4 * c + 1, 2) << 16);
+  a[2] = q8(4 * c + 2, 0) | (q8(4 * c + 3, 0) << 16);
+  a[3] = q8(4 * c + 2, 2) | (q8(4 * c + 3, 2) << 16);
+}
+
+// The key held at position `pos` of a Vt row (see pack_p_fp8): within each 16 positions, 4t + i holds key
+// 8 * (i / 2) + 2t + i % 2. Example: position 6 (t = 1, i = 2) holds key 10.
+__host__ __device__ __forceinline__ int vt_key_of_position(int pos) {
+  const int half = pos & ~15, t = (pos & 15) >> 2, i = pos & 3;
+  return half + 8 * (i >> 1) + 2 * t + (i & 1);
+}
+
+// The end of an attention kernel for the rows this thread holds: adds the sink, normalises, writes O (any
+// format, block-scaled with sf_o included), Stats, Amax_O / Amax_S, or under split the fp32 partial O and LSE.
+// `last_q_tile`: this CTA zeroes the pad rows of per-(b,h) sf_o planes. All threads of the CTA call it.
+template <int kIn, int kOut, int kDv, int kFeatures>
+__device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&o_acc)[kDv / 8][4],
+                                                   const float (&m_run)[2], const float (&l_run)[2],
+                                                   const ThreadRows& rows, int b, int split, int h_kv,
+                                                   bool last_q_tile, int tid, int threads) {
+  constexpr int kDT = kDv / 8;
+  constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
+  constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
+  constexpr bool kSink = (kFeatures & RIME_F_SINK) != 0 && !kSplit;  // the combine adds the sink under split
+  constexpr bool kMx = (kFeatures & RIME_F_MX_INPUTS) != 0;
+  constexpr int kBlock = OutFormat<kOut>::kBlock;  // block-scaled O: scales per kBlock columns
+  const int lane = tid % 32, t = lane % 4;
+  float descale_v = 1.f;
+  if constexpr (kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
+  float scale_o = 1.f;
+  if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
+  float amax_o = 0.f, amax_s = 0.f;
+  // The two rows of this thread, one at a time. The row is a compile-time slot (a template tag): a runtime
+  // index into o_acc, m_run or l_run would move them to local memory for the whole kernel, main loop included,
+  // and a row loop is too large for the compiler to unroll once the block-scaled epilogue is in it.
+  auto finish_row = [&](auto slot_tag) {
+    constexpr int slot = decltype(slot_tag)::value;
+    float l = quad_sum(l_run[slot]);
+    float m = m_run[slot];
+    float row_max = m;  // max score without the sink, for Amax_S
+    if constexpr (kSink) {
+      const float sink = p.sink[rows.h[slot]] * kLog2e;
+      const float m_f = fmaxf(m, sink);
+      const float alpha = exp2_approx(m - m_f);  // m = -inf (no live key) gives 0
+      l = l * alpha + exp2_approx(sink - m_f);
+      for (int d = 0; d < kDT; ++d) {
+        o_acc[d][2 * slot] *= alpha;
+        o_acc[d][2 * slot + 1] *= alpha;
+      }
+      m = m_f;
+    }
+    const bool live = rows.live[slot] && l > 0.f;
+    const float inv = live ? descale_v / l : 0.f;
+    // Natural-log LSE; -inf for a row with no live key (or a padded row).
+    const float lse = live ? (p.stats_log2 && !kSplit ? m + __log2f(l) : m * kLn2 + __logf(l)) : neg_inf();
+    if (live && (kFeatures & RIME_F_AMAX_S) && row_max != neg_inf())
+      amax_s = fmaxf(amax_s, exp2_approx(row_max - m) / l);
+    const int i = rows.i[slot], h = rows.h[slot];
+    if constexpr (kSplit) {
+      if (!rows.exists[slot]) return;
+      const i64 prow = ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
+      float* dst = p.o_partial + prow * kDv;
+      for (int d = 0; d < kDT; ++d) {
+        float2 v;
+        v.x = o_acc[d][2 * slot] * inv;
+        v.y = o_acc[d][2 * slot + 1] * inv;
+        *reinterpret_cast<float2*>(dst + d * 8 + 2 * t) = v;
+      }
+      if (t == 0) p.lse_partial[prow] = lse;
+      return;
+    }
+    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+    if constexpr (kBlock > 0) {
+      // A block of kBlock columns is kBlock / 8 accumulator tiles of the 4 threads of a quad (2 columns each):
+      // its amax is a quad reduction, which every lane joins (rows.exists only guards the stores). Two passes
+      // over the block's accumulators (amax, then quantize) keep no copies of them live.
+      constexpr int kTiles = kBlock / 8;
+      const float to_o = inv * scale_o;
+      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
+#pragma unroll
+      for (int blk = 0; blk < kDv / kBlock; ++blk) {
+        float amax_blk = 0.f;
+#pragma unroll
+        for (int u = 0; u < kTiles; ++u)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) amax_blk = fmaxf(amax_blk, fabsf(o_acc[blk * kTiles + u][2 * slot + e]));
+        // Amax_O is pre-scale (inv >= 0, so |o * inv| = |o| * inv).
+        if (rows.exists[slot]) amax_o = fmaxf(amax_o, amax_blk * inv);
+        amax_blk = quad_max(amax_blk * to_o);
+        u32 sf;
+        float q_inv;
+        block_scale<kOut>(amax_blk, sf, q_inv);
+        if (rows.exists[slot]) {
+#pragma unroll
+          for (int u = 0; u < kTiles; ++u)
+            store_block_pair<kOut>(p.o, orow + (blk * kTiles + u) * 8 + 2 * t, o_acc[blk * kTiles + u][2 * slot] * to_o,
+                                   o_acc[blk * kTiles + u][2 * slot + 1] * to_o, q_inv);
+          if (t == 0) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + blk)] = u8(sf);
+        }
+      }
+      // Columns of sf_o past the last block (C is rounded up to 4) read zero.
+      if (rows.exists[slot] && t == 0)
+        for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[sf_row.base + rime_bs::f8_128x4_col_part(sf_row.col0 + c)] = 0;
+    } else {
+      if (!rows.exists[slot]) return;
+      for (int d = 0; d < kDT; ++d) {
+        const float x = o_acc[d][2 * slot] * inv, y = o_acc[d][2 * slot + 1] * inv;
+        amax_o = fmaxf(amax_o, fmaxf(fabsf(x), fabsf(y)));
+        store_pair<kOut>(p.o, orow + d * 8 + 2 * t, x * scale_o, y * scale_o);
+      }
+    }
+    if ((kFeatures & RIME_F_STATS) && t == 0 && rows.exists[slot])
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
+  };
+  finish_row(Slot<0>{});
+  finish_row(Slot<1>{});
+  if constexpr (!kSplit && kBlock > 0) {
+    // Per-(b,h) planes: the last row tile of each (batch, kv head) zeroes the pad rows of its q heads.
+    if (p.sf_layout == 0 && last_q_tile)
+      zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h_kv * p.group, p.group, tid, threads);
+  }
+  if constexpr (!kSplit && (kFeatures & RIME_F_AMAX_O) != 0) {
+    amax_o = warp_max(amax_o);
+    if (lane == 0) atomic_max_nonneg(p.amax_o, amax_o);
+  }
+  if constexpr ((kFeatures & RIME_F_AMAX_S) != 0) {
+    amax_s = warp_max(amax_s);
+    if (lane == 0) atomic_max_nonneg(p.amax_s, amax_s);
+  }
+}
+
+}  // namespace rime_dev
