@@ -18,7 +18,7 @@ for step in $steps; do
   case $step in
     tests) stdbuf -oL "$root/.carry/bin/rime_gpu_tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
     memcheck) RIME_GPU_SWEEP=12 compute-sanitizer --tool memcheck --print-limit 5 "$root/.carry/bin/rime_gpu_tests" \
-                "[sweep],[split],[block_scale],[mx]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
+                "[sweep],[split],[block_scale],[mx],[wgmma]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
     bench) "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -30 ;;
     overhead) "$root/tools/bench/overhead.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -6 ;;
     oracle) "$root/tools/bench/split_oracle.sh" "$root/.carry/bin/rime" "$root"/tools/bench/graphs/*decode*.json \
