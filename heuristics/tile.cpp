@@ -11,12 +11,14 @@ int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, 
   constexpr int kPad = 16;
   const int64_t q = q_tile * (d_qk * elem_bytes + kPad);
   const int64_t kv = kStages * kv_tile * ((d_qk * elem_bytes + kPad) + (d_v * elem_bytes + kPad));
-  const int64_t vt = transpose_v ? d_v * (kv_tile * elem_bytes + kPad) : 0;
+  // 16-row FP8 tiles (decode) take V^T fragments from the V tile with ldmatrix.trans instead (not MXFP8 inputs).
+  const bool vt_in_smem = transpose_v && (q_tile != 16 || mx_scales);
+  const int64_t vt = vt_in_smem ? d_v * (kv_tile * elem_bytes + kPad) : 0;
   const int64_t scales = mx_scales ? 4 * (kv_tile * (d_qk / 32) + d_v * (kv_tile / 32)) : 0;
   return q + kv + vt + scales;
 }
 
-int64_t sdpa_wgmma_smem_bytes() { return 5 * 128 * 128 + 1024; }
+int64_t sdpa_wgmma_smem_bytes() { return kWgmmaTileQ * 128 + 4 * kWgmmaTileKv * 128 + 1024; }
 
 int64_t wgmma_vt_keys(int64_t s_kv) { return (s_kv + kWgmmaTileKv - 1) / kWgmmaTileKv * kWgmmaTileKv; }
 

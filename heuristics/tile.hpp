@@ -14,16 +14,18 @@ struct Tile {
 
 // Shared memory of one CTA of the sdpa_f16_sm80 / sdpa_fp8_sm89 kernels (engines/sdpa_mma/kernel.cuh owns the
 // layout; its launcher calls this same function): a Q tile, two K/V stages, each row padded by 16 bytes to
-// spread rows over the banks, for FP8 one transposed V tile (mma.sync's B operand wants V k-major), and for
+// spread rows over the banks, for FP8 one transposed V tile (mma.sync's B operand wants V k-major; not for the
+// 16-row tiles, which build V^T fragments in registers, unless MXFP8 inputs), and for
 // MXFP8 inputs the KV tile's scales as fp32 (K: one per key and 32 d; V: one per d and 32 keys).
 int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v,
                             bool mx_scales = false);
 
-// The sdpa_fp8_sm90 (wgmma) engine: one shape, 128 packed rows (two warpgroups) by 128 keys, D 128.
-constexpr int kWgmmaThreads = 256;
+// The sdpa_fp8_sm90 (wgmma) engine: one shape, 64 packed rows (one warpgroup) by 128 keys, D 128.
+constexpr int kWgmmaThreads = 128;
+constexpr int kWgmmaTileQ = 64;
 constexpr int kWgmmaTileKv = 128;
-// Its shared memory (engines/sdpa_wgmma/kernel.cuh): a Q tile, two stages of K and of V^T, each 128 rows of 128
-// bytes, plus 1024 bytes of slack to align the base to the 128-byte swizzle's 1024-byte atoms.
+// Its shared memory (engines/sdpa_wgmma/kernel.cuh): a Q tile of 64 rows and two stages of K and of V^T of 128
+// rows each, all rows 128 bytes, plus 1024 bytes of slack to align the base to the swizzle's 1024-byte atoms.
 int64_t sdpa_wgmma_smem_bytes();
 // The keys of one V^T row in its workspace copy: S_kv rounded up to whole KV tiles.
 int64_t wgmma_vt_keys(int64_t s_kv);

@@ -99,5 +99,9 @@ TEST_CASE("tile table", "[heuristics]") {
   REQUIRE(decode.tile.has_value());
   CHECK(decode.tile->kv == 32);
   CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true), 32, 233472) == 8);
-  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 64, 128, 128, 1, true), 32, 233472) == 4);
+  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 64, 128, 128, 1, true), 32, 233472) == 5);
+  // 16-row FP8 tiles keep no V^T in shared memory (ldmatrix.trans builds its fragments), except for MXFP8 inputs.
+  CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true) == 16 * 144 + 2 * 32 * 288);
+  CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true, true) ==
+        16 * 144 + 2 * 32 * 288 + 128 * 48 + 4 * (32 * 4 + 128 * 1));
 }

@@ -181,7 +181,7 @@ TEST_CASE("FP8 prefill on sm_90a runs on the wgmma engine, with V^T in the works
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
   CHECK(c->row_id == "sdpa_fp8_sm90");
-  CHECK(c->tile == TileShape{128, 128});
+  CHECK(c->tile == TileShape{64, 128});
   CHECK(c->smem_bytes == heuristics::sdpa_wgmma_smem_bytes());
   CHECK(c->split_kv == 1);
   // B 2, H_kv 8, D 128, S_kv 1024: one byte per V element.

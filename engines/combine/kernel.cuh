@@ -1,4 +1,4 @@
-// The split-KV combine (SPEC section 3). One warp per output row folds the split-major partials:
+// The split-KV combine (SPEC section 3). One CTA per output row folds the split-major partials:
 //   M = max_k LSE_k (and the sink), w_k = LSE_k live ? exp(LSE_k - M) : 0, den = sum_k w_k (+ exp(sink - M)),
 //   O = sum_k w_k O_k / max(den, 1e-30), LSE = M + log(den).
 // The sink is added here, once; the splits never see it. The combine owns everything downstream of O: Amax_O
@@ -10,16 +10,21 @@
 
 namespace rime_dev {
 
-constexpr int kCombineRowsPerBlock = RIME_COMBINE_ROWS_PER_BLOCK;
+constexpr int kCombineWarps = RIME_COMBINE_WARPS_PER_ROW;
 constexpr int kMaxSplits = 128;
 
+// Warp 0 computes the weights; the CTA's warps then sum disjoint sets of splits (split k to warp k % 4, four
+// loads in flight per lane), so that a decode plan with few rows and many splits (B1 H32: 32 rows, 128 splits)
+// still has many loads in flight; warp 0 adds the four sums and runs the epilogue.
 template <int kOut, int kDv, int kFeatures>
-__global__ void __launch_bounds__(32 * kCombineRowsPerBlock) sdpa_combine(const CombineParams p) {
+__global__ void __launch_bounds__(32 * kCombineWarps) sdpa_combine(const CombineParams p) {
   static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
   constexpr int kPairs = kDv / 64;
-  __shared__ float weights[kCombineRowsPerBlock][kMaxSplits];
+  __shared__ float weights[kMaxSplits];
+  __shared__ float2 sums[kCombineWarps - 1][kPairs][32];
+  __shared__ float row_state[2];  // m, den
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const i64 row = i64(blockIdx.x) * kCombineRowsPerBlock + warp;
+  const i64 row = blockIdx.x;
   const i64 rows = i64(p.B) * p.H_q * p.S_q;
   if (row >= rows) return;
   const int i = int(row % p.S_q), h = int((row / p.S_q) % p.H_q), b = int(row / (i64(p.S_q) * p.H_q));
@@ -27,40 +32,54 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) sdpa_combine(const 
   bool live_row = true;
   if constexpr ((kFeatures & RIME_F_PADDING) != 0) live_row = i < p.seq_len_q[b];
 
-  float m = neg_inf();
-  for (int k = lane; k < p.num_splits; k += 32) m = fmaxf(m, p.lse_partial[k * slot_stride + row]);
-  m = warp_max(m);
-  float sink = neg_inf();
-  if constexpr ((kFeatures & RIME_F_SINK) != 0) {
-    sink = p.sink[h];
-    m = fmaxf(m, sink);
+  if (warp == 0) {
+    float m = neg_inf();
+    for (int k = lane; k < p.num_splits; k += 32) m = fmaxf(m, p.lse_partial[k * slot_stride + row]);
+    m = warp_max(m);
+    if constexpr ((kFeatures & RIME_F_SINK) != 0) m = fmaxf(m, p.sink[h]);
+    const bool any_live = live_row && m != neg_inf();
+    float den = 0.f;
+    for (int k = lane; k < p.num_splits; k += 32) {
+      const float lse = p.lse_partial[k * slot_stride + row];
+      const float w = (any_live && lse != neg_inf()) ? __expf(lse - m) : 0.f;
+      weights[k] = w;
+      den += w;
+    }
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    if ((kFeatures & RIME_F_SINK) != 0 && any_live) den += __expf(p.sink[h] - m);
+    if (lane == 0) {
+      row_state[0] = m;
+      row_state[1] = den;
+    }
   }
+  __syncthreads();
+  const float m = row_state[0], den = row_state[1];
   const bool any = live_row && m != neg_inf();
-  float den = 0.f;
-  for (int k = lane; k < p.num_splits; k += 32) {
-    const float lse = p.lse_partial[k * slot_stride + row];
-    const float w = (any && lse != neg_inf()) ? __expf(lse - m) : 0.f;  // select: never multiply a dead slot
-    weights[warp][k] = w;
-    den += w;
-  }
-  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-  if ((kFeatures & RIME_F_SINK) != 0 && any) den += __expf(sink - m);
-  __syncwarp();
 
   float acc[kPairs][2];
   for (int c = 0; c < kPairs; ++c) acc[c][0] = acc[c][1] = 0.f;
   if (any) {
-    for (int k = 0; k < p.num_splits; ++k) {
-      const float w = weights[warp][k];
-      if (w == 0.f) continue;
+#pragma unroll 4
+    for (int k = warp; k < p.num_splits; k += kCombineWarps) {
+      const float w = weights[k];
       const float* src = p.o_partial + (k * slot_stride + row) * kDv;
       for (int c = 0; c < kPairs; ++c) {
         const float2 v = *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane);
-        acc[c][0] += w * v.x;
-        acc[c][1] += w * v.y;
+        // A select, not a product, for a dead slot (w == 0): 0 * (anything) must not reach O.
+        acc[c][0] += w != 0.f ? w * v.x : 0.f;
+        acc[c][1] += w != 0.f ? w * v.y : 0.f;
       }
     }
   }
+  if (warp != 0)
+    for (int c = 0; c < kPairs; ++c) sums[warp - 1][c][lane] = make_float2(acc[c][0], acc[c][1]);
+  __syncthreads();
+  if (warp != 0) return;
+  for (int w = 0; w < kCombineWarps - 1; ++w)
+    for (int c = 0; c < kPairs; ++c) {
+      acc[c][0] += sums[w][c][lane].x;
+      acc[c][1] += sums[w][c][lane].y;
+    }
   const float inv = any ? 1.f / fmaxf(den, 1e-30f) : 0.f;
   float scale_o = 1.f;
   if constexpr ((kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];

@@ -84,12 +84,12 @@ __device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const Bat
 }
 
 // One KV tile of the online softmax: scales S (kNT 8-key blocks from key0) to log2 units, masks keys outside
-// each row's bounds when `edge`, moves the running max, rescales O and the row sums, and leaves P = exp2(S - m)
-// in s.
-template <int kNT, int kDT>
-__device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
-                                             float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
-                                             bool edge, int t) {
+// each row's bounds when `edge`, moves the running max, rescales the row sums, leaves P = exp2(S - m) in s and
+// the factor that O's rows must be multiplied by in alpha.
+template <int kNT>
+__device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
+                                             const ThreadRows& rows, int key0, float scale_log2, bool edge, int t,
+                                             float (&alpha)[2]) {
 #pragma unroll
   for (int n = 0; n < kNT; ++n)
 #pragma unroll
@@ -107,7 +107,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[
     mx = quad_max(mx);
     const float m_new = fmaxf(m_run[r], mx);
     const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
-    const float alpha = exp2_approx(m_run[r] - m_use);
+    alpha[r] = exp2_approx(m_run[r] - m_use);
     m_run[r] = m_new;
     float sum = 0.f;
 #pragma unroll
@@ -117,13 +117,24 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[
         s[n][e] = exp2_approx(s[n][e] - m_use);
         sum += s[n][e];
       }
-    l_run[r] = l_run[r] * alpha + sum;
+    l_run[r] = l_run[r] * alpha[r] + sum;
+  }
+}
+
+// softmax_step, then O (in the accumulator layout) rescaled by each row's factor.
+template <int kNT, int kDT>
+__device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
+                                             float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
+                                             bool edge, int t) {
+  float alpha[2];
+  softmax_step(s, m_run, l_run, rows, key0, scale_log2, edge, t, alpha);
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int d = 0; d < kDT; ++d) {
-      o_acc[d][2 * r] *= alpha;
-      o_acc[d][2 * r + 1] *= alpha;
+      o_acc[d][2 * r] *= alpha[r];
+      o_acc[d][2 * r + 1] *= alpha[r];
     }
-  }
 }
 
 // The FP8 A fragment (m16n8k32 / wgmma k32 register layout) of the 32 keys [32c, 32c + 32) of P, quantized to

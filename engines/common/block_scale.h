@@ -32,16 +32,21 @@ RIME_HD float bits_float(unsigned u) {
 }
 
 // E2M1 code (sign in bit 3) of x, round to nearest even, saturating at 6. The grid is {0, .5, 1, 1.5, 2, 3, 4,
-// 6}; each comparison below is one midpoint, strict where the tie goes down to the even code (0.25 -> 0,
-// 1.25 -> 1.0, 2.5 -> 2, 5 -> 4) and inclusive where it goes up (0.75 -> 1.0, 1.75 -> 2, 3.5 -> 4). E2M1 has no
-// NaN; a NaN encodes as +6 like the reference (it cannot come from finite inputs).
+// 6}. Branch-free, as the epilogue runs it for every element: below 1, two comparisons with the midpoints, strict
+// where the tie goes down to the even code (0.25 -> 0) and inclusive where it goes up (0.75 -> 1.0); from 1 up,
+// the fp32 bits rounded to one mantissa bit (add 2^21 - 1 and the kept bit: ties to even, 1.25 -> 1.0, 1.75 -> 2,
+// 2.5 -> 2, 3.5 -> 4, 5 -> 4) give exponent and mantissa together, which is the code plus 252 (1.0 = 0x3F800000
+// -> 254 -> code 2); above 6 (infinity included) the minimum saturates. E2M1 has no NaN; a NaN encodes as +6 like
+// the reference (it cannot come from finite inputs).
 RIME_HD unsigned e2m1_code(float x) {
-  const unsigned bits = float_bits(x);
-  const float a = bits_float(bits & 0x7fffffffu);
-  if (!(a == a)) return 0x7u;
-  const unsigned code = unsigned(a > 0.25f) + unsigned(a >= 0.75f) + unsigned(a > 1.25f) + unsigned(a >= 1.75f) +
-                        unsigned(a > 2.5f) + unsigned(a >= 3.5f) + unsigned(a > 5.f);
-  return code | ((bits >> 28) & 0x8u);
+  const unsigned bits = float_bits(x), mag = bits & 0x7fffffffu;
+  const float a = bits_float(mag);
+  const unsigned below_one = unsigned(a > 0.25f) + unsigned(a >= 0.75f);
+  const unsigned rounded = ((mag + 0x1FFFFFu + ((mag >> 22) & 1u)) >> 22) - 252u;
+  const unsigned from_one = rounded < 7u ? rounded : 7u;
+  const unsigned code = mag >= 0x3F800000u ? from_one : below_one;
+  const unsigned sign = mag > 0x7F800000u ? 0u : (bits >> 28) & 0x8u;
+  return code | sign;
 }
 
 // 1 / value of a non-negative, non-NaN E4M3 byte, rounded to nearest like the IEEE division 1.0f / value

@@ -38,8 +38,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const void* smem)
                : "r"(smem_addr(smem)));
 }
 
-// D += A * B with m16n8 fragments (fp32 accumulate). kType is the operand type of A and B (for FP8 P.V, A is
-// E4M3 and B is kTypeB).
+// D += A * B with m16n8 fragments (fp32 accumulate), A of type kTypeA and B of kTypeB (FP8 P.V: P is E4M3,
+// V the input type, as A or, in the decode tiles' O^T = V^T P^T, as B).
 template <int kTypeA, int kTypeB>
 __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   if constexpr (kTypeA == RIME_T_FP16) {
@@ -54,6 +54,11 @@ __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   } else if constexpr (kTypeA == RIME_T_E4M3 && kTypeB == RIME_T_E4M3) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else if constexpr (kTypeA == RIME_T_E5M2 && kTypeB == RIME_T_E4M3) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

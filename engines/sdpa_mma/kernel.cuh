@@ -48,6 +48,10 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   constexpr bool kMx = (kFeatures & RIME_F_MX_INPUTS) != 0;
   constexpr int kVBlocks = kTileKv / 32;  // V scale blocks per KV tile
   static_assert(!kMx || T::kFp8, "MXFP8 inputs are FP8");
+  // FP8 decode tiles (16 rows, one warp) skip the shared-memory transpose of V: they compute O^T = V^T P^T,
+  // whose A operand (V^T, d x keys) comes straight from the V tile through ldmatrix.trans (on byte pairs) and
+  // two byte permutes, and whose B operand (P^T) is the P fragment as it is. See the P.V step below.
+  constexpr bool kVtRegs = T::kFp8 && !kMx && kTileQ == 16;
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
@@ -126,6 +130,17 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   float o_acc[kDT][4];
   for (int d = 0; d < kDT; ++d)
     for (int e = 0; e < 4; ++e) o_acc[d][e] = 0.f;
+  // kVtRegs: O^T accumulators, [16-d m tile][8-row n tile][4]. Element e of m tile 2u + par holds d =
+  // 32u + 16 * (e / 2) + 2g + par (even d in tile 2u, odd in 2u + 1) of packed row 8n + 2t + (e & 1).
+  float ot[kVtRegs ? kDv / 16 : 1][2][4];
+#pragma unroll
+  for (int m = 0; m < (kVtRegs ? kDv / 16 : 1); ++m)
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ot[m][n][e] = 0.f;
+  // Rows 8-15 of a decode tile exist only for more than 8 packed rows (GQA groups above 8, or S_q > 1).
+  const bool second_row_tile = p.packed_rows - row0 > 8;
   float m_run[2] = {neg_inf(), neg_inf()};  // running max of scores (log2 units)
   float l_run[2] = {0.f, 0.f};              // this thread's part of the row sum
   u32 q_frag[kQInRegs ? kKSteps : 1][4];
@@ -150,17 +165,19 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     const u8* tv = sV + stage * kTileKv * kRowV;
     if constexpr (kMx) {
       // This tile's K and V scales; keys past S_kv (zero-filled K/V rows) get 0, never the pads of SF_K / SF_V.
+#pragma unroll
       for (int n = tid; n < kTileKv * kKSteps; n += kThreads) {
         const int j = kt * kTileKv + n / kKSteps;
         sSk[n] = j < p.S_kv ? rime_bs::ue8m0_value(sf_k_plane[rime_bs::f8_128x4_offset(j, n % kKSteps, p.sf_k_cols)]) : 0.f;
       }
+#pragma unroll
       for (int n = tid; n < kDv * kVBlocks; n += kThreads) {
         const int kvb = kt * kVBlocks + n % kVBlocks;
         sSv[n] = kvb * 32 < p.S_kv ? rime_bs::ue8m0_value(sf_v_plane[rime_bs::f8_128x4_offset(n / kVBlocks, kvb, p.sf_v_cols)])
                                    : 0.f;
       }
     }
-    if constexpr (T::kFp8) {
+    if constexpr (T::kFp8 && !kVtRegs) {
       // Transpose the V tile into Vt (keys permuted, see the header comment), 4 keys x 4 columns per step.
       for (int blk = tid; blk < (kTileKv / 4) * (kDv / 4); blk += kThreads) {
         const int p0 = (blk % (kTileKv / 4)) * 4, d0 = (blk / (kTileKv / 4)) * 4;
@@ -182,7 +199,9 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
 
     // S = Q K^T for this warp's 16 rows and kTileKv keys.
     float s[kNT][4];
+#pragma unroll
     for (int n = 0; n < kNT; ++n)
+#pragma unroll
       for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
     for (int kk = 0; kk < kKSteps; ++kk) {
       u32 a_local[4];
@@ -197,7 +216,9 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
           float part[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
           mma<kIn, kIn>(part[0], a, bk[0], bk[1]);
           mma<kIn, kIn>(part[1], a, bk[2], bk[3]);
+#pragma unroll
           for (int u = 0; u < 2; ++u)
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int n = 2 * jj + u;
               s[n][e] += part[u][e] * (q_scale[e / 2][kk] * sSk[(n * 8 + 2 * t + (e & 1)) * kKSteps + kk]);
@@ -211,13 +232,62 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
 
     // Scale to log2 units, mask, and the online softmax step.
     const bool edge = kMask || kPadding || (kt + 1) * kTileKv > p.S_kv;
-    softmax_tile(s, o_acc, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t);
+    if constexpr (kVtRegs) {
+      float alpha[2];
+      softmax_step(s, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t, alpha);
+      // O^T holds packed rows 8n + 2t + j; their factors live with the lanes whose row g is 2t + j.
+      float row_alpha[2][2];
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) row_alpha[n][j] = __shfl_sync(0xffffffffu, alpha[n], 4 * (2 * t + j));
+#pragma unroll
+      for (int m = 0; m < kDv / 16; ++m)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) ot[m][n][e] *= row_alpha[n][e & 1];
+    } else {
+      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t);
+    }
 
     // O += P V
-    if constexpr (T::kFp8) {
+    if constexpr (kVtRegs) {
+      // O^T += V^T P^T with m16n8k32: M = 16 d, N = 8 packed rows, K = 32 keys. B (k-major per row) is P's A
+      // fragment: a[0] / a[2] hold row g's k positions 4t..4t+3 / 16 + 4t.., a[1] / a[3] row g + 8's, with
+      // the key order of pack_p_fp8. A (V^T, k-major per d): ldmatrix.trans on an 8 key x 16 byte block gives
+      // lane (g, t) the bytes V[2t][2g], V[2t][2g+1], V[2t+1][2g], V[2t+1][2g+1]; two such blocks (keys k0
+      // and k0 + 8) permuted bytewise give V[2t, 2t+1, 8+2t, 9+2t][2g] (selector 0x6420), exactly row 2g's
+      // k positions 4t..4t+3 in that key order, and the same for d = 2g + 1 (0x7531): one load pair feeds
+      // the m tile of even d and the one of odd d.
+#pragma unroll
       for (int c = 0; c < kTileKv / 32; ++c) {
         u32 a[4];
         pack_p_fp8(s, c, a);
+#pragma unroll
+        for (int u = 0; u < kDv / 32; ++u) {
+          u32 lo[4], hi[4];  // keys 32c + 0..15 and 32c + 16..31; matrices (k0, d0), (k0 + 8, d0), (k0, d0 + 16), (k0 + 8, d0 + 16)
+          const u8* blk = tv + (c * 32 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRowV + u * 32 + ((lane >> 4) & 1) * 16;
+          ldmatrix_x4_trans(lo, blk);
+          ldmatrix_x4_trans(hi, blk + 16 * kRowV);
+          const u32 even[4] = {__byte_perm(lo[0], lo[1], 0x6420), __byte_perm(lo[2], lo[3], 0x6420),
+                               __byte_perm(hi[0], hi[1], 0x6420), __byte_perm(hi[2], hi[3], 0x6420)};
+          const u32 odd[4] = {__byte_perm(lo[0], lo[1], 0x7531), __byte_perm(lo[2], lo[3], 0x7531),
+                              __byte_perm(hi[0], hi[1], 0x7531), __byte_perm(hi[2], hi[3], 0x7531)};
+          mma<kIn, RIME_T_E4M3>(ot[2 * u][0], even, a[0], a[2]);
+          mma<kIn, RIME_T_E4M3>(ot[2 * u + 1][0], odd, a[0], a[2]);
+          if (second_row_tile) {
+            mma<kIn, RIME_T_E4M3>(ot[2 * u][1], even, a[1], a[3]);
+            mma<kIn, RIME_T_E4M3>(ot[2 * u + 1][1], odd, a[1], a[3]);
+          }
+        }
+      }
+    } else if constexpr (T::kFp8) {
+#pragma unroll
+      for (int c = 0; c < kTileKv / 32; ++c) {
+        u32 a[4];
+        pack_p_fp8(s, c, a);
+#pragma unroll
         for (int d = 0; d < kDT; ++d) {
           const u8* vrow = sVt + (d * 8 + g) * kRowVt + c * 32 + t * 4;
           const u32 b0 = *reinterpret_cast<const u32*>(vrow), b1 = *reinterpret_cast<const u32*>(vrow + 16);
@@ -235,6 +305,7 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
         }
       }
     } else {
+#pragma unroll
       for (int c = 0; c < kTileKv / 16; ++c) {
         u32 a[4];
         a[0] = pack2<kIn>(s[2 * c][0], s[2 * c][1]);
@@ -253,6 +324,26 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
   cp_async_wait<0>();
+
+  if constexpr (kVtRegs) {
+    // O^T back to the accumulator layout the epilogue takes, through the K/V stages' shared memory (free now:
+    // the loop ended on a barrier and no copy is in flight).
+    constexpr int kPitch = kDv + 4;  // floats
+    static_assert(16 * kPitch * 4 <= 2 * kTileKv * (kRowK + kRowV), "O^T staging fits in the K/V stages");
+    float* staged = reinterpret_cast<float*>(sK);
+#pragma unroll
+    for (int m = 0; m < kDv / 16; ++m)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          staged[(8 * n + 2 * t + (e & 1)) * kPitch + 32 * (m / 2) + 16 * (e / 2) + 2 * g + (m & 1)] = ot[m][n][e];
+    __syncthreads();
+#pragma unroll
+    for (int d = 0; d < kDT; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[d][e] = staged[(g + 8 * (e / 2)) * kPitch + 8 * d + 2 * t + (e & 1)];
+  }
 
   attention_epilogue<kIn, kOut, kDv, kFeatures>(p, o_acc, m_run, l_run, rows, b, split, h_kv,
                                                q_tile == int(gridDim.x) - 1, tid, kThreads);

@@ -103,9 +103,8 @@ Launch sdpa_mma_launch(const Facts& f, const Config& c) {
 }
 
 Launch combine_launch(const Facts& f) {
-  constexpr int kRowsPerBlock = RIME_COMBINE_ROWS_PER_BLOCK;
   const int64_t rows = f.B * f.H_q * f.S_q;
-  return Launch{{static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 1, 1}, 32 * kRowsPerBlock, 0};
+  return Launch{{static_cast<unsigned>(rows), 1, 1}, 32 * RIME_COMBINE_WARPS_PER_ROW, 0};
 }
 
 SdpaParams sdpa_mma_params(const Graph& g, const Facts& f, const Config& c,

@@ -1,7 +1,8 @@
 // sdpa_fp8_sm90: FP8 forward on Hopper's warpgroup MMA (wgmma, QGMMA in SASS), for D_qk = D_v = 128.
 //
-// A CTA is two warpgroups (256 threads) and owns 128 packed rows of one (batch, kv head), 64 per warpgroup (GQA
-// packs the q heads of a kv head into rows, as in sdpa_mma). KV tiles are 128 keys. Per tile each warpgroup
+// A CTA is kWgmmaGroups warpgroups of 128 threads and owns 64 packed rows of one (batch, kv head) per
+// warpgroup (GQA packs the q heads of a kv head into rows, as in sdpa_mma). KV tiles are 128 keys. Per tile each
+// warpgroup
 // issues S = Q.K^T as four m64n128k32 wgmmas with both operands in shared memory, runs the online softmax on
 // the accumulator in registers (the layout the mma.sync engine uses, so common/attention.cuh serves both),
 // quantizes P to E4M3 into the A fragments of four register-A wgmmas and accumulates O += P.V.
@@ -14,7 +15,7 @@
 // r sits at chunk c ^ (r % 8), so the 8 rows of one 1024-byte swizzle atom spread over all banks.
 //
 // Loads are cp.async (16 bytes, zero-filled past the end), double-buffered: tile kt + 1 streams in while kt
-// is computed. Both warpgroups meet at one barrier per tile.
+// is computed. The CTA's threads meet at one barrier per tile.
 #pragma once
 
 #include "common/attention.cuh"
@@ -98,13 +99,17 @@ __device__ __forceinline__ void wgmma_m64n128k32_rs(float (&d)[16][4], const u32
 __device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 constexpr int kWgmmaD = 128;        // D_qk = D_v
-constexpr int kWgmmaTileQ = 128;    // packed rows per CTA: two warpgroups of 64
+constexpr int kWgmmaGroups = 1;     // warpgroups per CTA, 64 rows each
+constexpr int kWgmmaTileQ = 64 * kWgmmaGroups;
 constexpr int kWgmmaTileKv = 128;   // keys per KV tile
-constexpr int kWgmmaThreads = 256;
-constexpr int kWgmmaTileBytes = 128 * 128;
+constexpr int kWgmmaThreads = 128 * kWgmmaGroups;
+constexpr int kWgmmaTileBytes = 128 * 128;  // a K or V^T tile: 128 rows of 128 bytes
 
+// One warpgroup per CTA and two CTAs per SM (255 registers x 128 threads x 2 fit the register file, 2 x 74 KB
+// the shared memory): the two CTAs share no barrier, so one's softmax and epilogue run while the other's
+// wgmmas keep the tensor cores busy.
 template <int kOut, int kFeatures>
-__global__ void __launch_bounds__(kWgmmaThreads, 1) sdpa_wgmma_fwd(const SdpaParams p) {
+__global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fwd(const SdpaParams p) {
   constexpr int kNT = kWgmmaTileKv / 8, kDT = kWgmmaD / 8;
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
@@ -116,7 +121,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) sdpa_wgmma_fwd(const SdpaPar
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   u8* sQ = smem;
-  u8* sK = sQ + kWgmmaTileBytes;
+  u8* sK = sQ + kWgmmaTileQ * 128;
   u8* sVt = sK + 2 * kWgmmaTileBytes;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -136,12 +141,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) sdpa_wgmma_fwd(const SdpaPar
   const u8* k_base = static_cast<const u8*>(p.k) + i64(b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1];
   const u8* vt_base = p.vt + (i64(b) * p.H_kv + h_kv) * kWgmmaD * i64(p.vt_keys);
 
-  // 128 rows x 8 chunks per tile, 4 chunks per thread; 8 consecutive threads read one 128-byte row.
+  // 128 rows x 8 chunks per tile; 8 consecutive threads read one 128-byte row.
   auto load_kv = [&](int kt, int stage) {
     u8* dk = sK + stage * kWgmmaTileBytes;
     u8* dv = sVt + stage * kWgmmaTileBytes;
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
+    for (int n = 0; n < 128 * 8 / kWgmmaThreads; ++n) {
       const int c = tid + n * kWgmmaThreads, r = c / 8, ch = c % 8, j = kt * kWgmmaTileKv + r;
       const bool ok = j < ext.kv_limit;  // K rows past the valid keys are zero (their scores are masked)
       cp_async_16(dk + sw128_offset(r, ch), k_base + (ok ? i64(j) * p.k_stride[2] + ch * 16 : 0), ok);
@@ -149,7 +154,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) sdpa_wgmma_fwd(const SdpaPar
     }
   };
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
+  for (int n = 0; n < kWgmmaTileQ * 8 / kWgmmaThreads; ++n) {
     const int c = tid + n * kWgmmaThreads, r = c / 8, ch = c % 8, pr = row0 + r;
     const bool ok = pr < p.packed_rows;
     const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);

@@ -38,7 +38,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
   if (wgmma) {
     // One shape (its row lists it); the row's min_packed_rows keeps graphs that would leave it empty away.
     c.tile = row->tiles.at(0);
-    c.tile_reason = f.pinned_tile ? "pinned by the graph" : "the wgmma engine's one tile: two warpgroups of 64 rows, 128 keys";
+    c.tile_reason = f.pinned_tile ? "pinned by the graph" : "the wgmma engine's one tile: one warpgroup of 64 rows, 128 keys";
     c.smem_bytes = heuristics::sdpa_wgmma_smem_bytes();
     if (c.smem_bytes > f.device.smem_per_block)
       return Status(StatusCode::NotSupported, fmt::format("row {}: needs {} bytes of shared memory per block, the "
