@@ -29,7 +29,7 @@ struct Config {
   std::string tile_reason;
   std::string split_reason;
   std::vector<SplitCandidate> split_candidates;  // empty when split was not considered
-  int64_t workspace_bytes = 0;  // partial O + LSE of a split plan, then sdpa_fp8_sm90's V^T
+  int64_t workspace_bytes = 0;                   // split partials (O, LSE), then sdpa_fp8_sm90's V^T
   int64_t smem_bytes = 0;                        // dynamic shared memory per CTA
 };
 
