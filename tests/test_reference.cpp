@@ -236,6 +236,29 @@ TEST_CASE("the kernels' block-scale arithmetic equals the reference bit for bit"
   }
 }
 
+TEST_CASE("random inputs depend on the seed, not on the number of threads", "[reference]") {
+  for (DataType t : {DataType::FP8_E4M3, DataType::BF16}) {
+    const int64_t span = 200000;  // 4 chunks, the last one partial
+    const size_t bytes = static_cast<size_t>(span * bits_of(t) / 8);
+    std::vector<uint8_t> one(bytes), three(bytes), other(bytes);
+    runtime::fill_uniform(t, one.data(), span, -2.0, 2.0, 42, 1);
+    runtime::fill_uniform(t, three.data(), span, -2.0, 2.0, 42, 3);
+    runtime::fill_uniform(t, other.data(), span, -2.0, 2.0, 43, 3);
+    CHECK(one == three);
+    CHECK(one != other);
+    double lo = 0, hi = 0;
+    for (int64_t i = 0; i < span; ++i) {
+      const double x = load_element(t, one.data(), i);
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+    CHECK(lo >= -2.0);
+    CHECK(hi <= 2.0);
+    CHECK(lo < -1.9);  // the whole range is drawn
+    CHECK(hi > 1.9);
+  }
+}
+
 TEST_CASE("combining k split partials equals the unsplit reference", "[reference][split]") {
   Result<Graph> g = load_graph_file(test::example_path("bf16_causal_sink"));
   REQUIRE(g.ok());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -105,6 +106,38 @@ double attention_flops(const Facts& f) {
   return pairs * static_cast<double>(f.B * f.H_q) * 2.0 * static_cast<double>(f.D_qk + f.D_v);
 }
 
+namespace {
+// splitmix64: decorrelates the per-chunk seeds.
+uint64_t mix_seed(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+void fill_uniform(DataType dtype, uint8_t* bytes, int64_t span, double lo, double hi, uint64_t seed,
+                  unsigned workers) {
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  const int64_t chunks = ceil_div(span, kChunk);
+  // Sub-byte types share bytes between neighbouring elements: one thread then.
+  if (bits_of(dtype) < 8) workers = 1;
+  workers = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(workers, chunks)));
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c = next++; c < chunks; c = next++) {
+      std::mt19937_64 rng(mix_seed(seed ^ mix_seed(static_cast<uint64_t>(c))));
+      std::uniform_real_distribution<double> uniform(lo, hi);
+      for (int64_t i = c * kChunk, end = std::min(span, (c + 1) * kChunk); i < end; ++i)
+        reference::store_element(dtype, bytes, i, uniform(rng));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
 TrialInputs make_inputs(const Graph& g, uint64_t seed) {
   TrialInputs in;
   in.seed = seed;
@@ -123,7 +156,8 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed) {
       case Role::K:
       case Role::V:
         // Every element of the span, gaps included: kernels must not read what they should not use.
-        for (int64_t i = 0; i < span; ++i) reference::store_element(t.dtype, bytes.data(), i, uniform(-2.0, 2.0));
+        fill_uniform(t.dtype, bytes.data(), span, -2.0, 2.0, mix_seed(seed ^ mix_seed(static_cast<uint64_t>(t.uid))),
+                     std::max(1u, std::thread::hardware_concurrency()));
         break;
       case Role::SfQ:
       case Role::SfK:

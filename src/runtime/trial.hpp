@@ -19,7 +19,14 @@ struct TrialInputs {
 // Random inputs for the graph: Q/K/V exactly representable in their dtype, descales in [0.5, 1.5], scale_o in
 // [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more), MXFP8
 // scales in 2^-1 .. 2^1 with NaN pads.
+// Q/K/V are generated on every core (a 268 MB decode graph took ~11 s on one): see fill_uniform.
 TrialInputs make_inputs(const Graph& graph, uint64_t seed);
+
+// Elements [0, span) of a tensor of `dtype` (8 bits or wider), uniform in [lo, hi] and rounded to the dtype, on
+// `workers` threads. Chunk c of 65536 elements draws from its own generator seeded by (seed, c), so the bytes
+// depend on the seed and not on the number of workers.
+void fill_uniform(DataType dtype, uint8_t* bytes, int64_t span, double lo, double hi, uint64_t seed,
+                  unsigned workers);
 
 struct TrialOptions {
   int64_t max_reference_rows = 4096;  // larger problems are checked on a random sample of rows
