@@ -165,12 +165,10 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
     const u8* tv = sV + stage * kTileKv * kRowV;
     if constexpr (kMx) {
       // This tile's K and V scales; keys past S_kv (zero-filled K/V rows) get 0, never the pads of SF_K / SF_V.
-#pragma unroll
       for (int n = tid; n < kTileKv * kKSteps; n += kThreads) {
         const int j = kt * kTileKv + n / kKSteps;
         sSk[n] = j < p.S_kv ? rime_bs::ue8m0_value(sf_k_plane[rime_bs::f8_128x4_offset(j, n % kKSteps, p.sf_k_cols)]) : 0.f;
       }
-#pragma unroll
       for (int n = tid; n < kDv * kVBlocks; n += kThreads) {
         const int kvb = kt * kVBlocks + n % kVBlocks;
         sSv[n] = kvb * 32 < p.S_kv ? rime_bs::ue8m0_value(sf_v_plane[rime_bs::f8_128x4_offset(n / kVBlocks, kvb, p.sf_v_cols)])
