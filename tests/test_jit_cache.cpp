@@ -397,6 +397,29 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
   CHECK(Plan::load("{\"rime_plan\": 1}").status().code() == StatusCode::InvalidJson);
 }
 
+TEST_CASE("a wgmma plan round-trips with its V^T pre-pass, in launch order", "[plan]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_prefill"));
+  REQUIRE(g.ok());
+  PlanOptions opt;
+  opt.device = DeviceDesc::h200();
+  Result<Plan> plan = Plan::build(g.value(), opt);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->kernels().size() == 2);
+  CHECK(plan->kernels()[0].role == "v_transpose");
+  CHECK(plan->kernels()[0].name_expression == "rime_dev::vt_fp8<0>");
+  CHECK(plan->kernels()[1].role == "attention");
+  CHECK(plan->kernels()[1].engine == "sdpa_fp8_sm90");
+  CHECK(plan->workspace_size() == plan->config().workspace_bytes);
+  const std::string artifact = plan->to_json();
+  Result<Plan> loaded = Plan::load(artifact);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->to_json() == artifact);
+  // An artifact that lost the pre-pass does not describe its configuration's kernels.
+  nlohmann::json j = nlohmann::json::parse(artifact);
+  j["kernels"].erase(0);
+  CHECK(Plan::load(j.dump()).status().code() == StatusCode::CacheCorrupt);
+}
+
 namespace {
 // Fake addresses, never dereferenced: each tensor gets its own 64 MiB-aligned slot; returns the next free slot.
 uintptr_t fake_buffers(const Graph& g, std::unordered_map<int64_t, void*>& buffers) {

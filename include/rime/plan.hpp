@@ -25,7 +25,7 @@ struct PlanOptions {
 };
 
 struct KernelInfo {
-  std::string role;  // "attention" or "combine"
+  std::string role;  // "v_transpose" (the wgmma engine's V^T pre-pass), "attention" or "combine", in launch order
   std::string engine;
   std::string name_expression;
   std::string lowered_name;
