@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/params.h"
+
 namespace rime::heuristics {
 
 struct Tile {
@@ -20,10 +22,11 @@ struct Tile {
 int64_t sdpa_mma_smem_bytes(int q_tile, int kv_tile, int64_t d_qk, int64_t d_v, int elem_bytes, bool transpose_v,
                             bool mx_scales = false);
 
-// The sdpa_fp8_sm90 (wgmma) engine: one shape, 64 packed rows (one warpgroup) by 128 keys, D 128.
-constexpr int kWgmmaThreads = 128;
-constexpr int kWgmmaTileQ = 64;
-constexpr int kWgmmaTileKv = 128;
+// The sdpa_fp8_sm90 (wgmma) engine: one shape (engines/common/params.h), 64 packed rows by 128 keys, D 128.
+constexpr char kWgmmaEngine[] = "sdpa_fp8_sm90";  // the engine name its row, choose and the plan share
+constexpr int kWgmmaThreads = RIME_WGMMA_THREADS;
+constexpr int kWgmmaTileQ = RIME_WGMMA_TILE_Q;
+constexpr int kWgmmaTileKv = RIME_WGMMA_TILE_KV;
 // Its shared memory (engines/sdpa_wgmma/kernel.cuh): a Q tile of 64 rows and two stages of K and of V^T of 128
 // rows each, all rows 128 bytes, plus 1024 bytes of slack to align the base to the swizzle's 1024-byte atoms.
 int64_t sdpa_wgmma_smem_bytes();

@@ -22,7 +22,6 @@ template <int kIn>
 struct InType {
   static constexpr int kBytes = (kIn == RIME_T_FP16 || kIn == RIME_T_BF16) ? 2 : 1;
   static constexpr bool kFp8 = kBytes == 1;
-  static constexpr int kPvTypeA = kFp8 ? RIME_T_E4M3 : kIn;  // P is quantized to E4M3 for FP8 inputs
 };
 
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>

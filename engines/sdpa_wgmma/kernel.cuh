@@ -98,10 +98,11 @@ __device__ __forceinline__ void wgmma_m64n128k32_rs(float (&d)[16][4], const u32
 __device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 constexpr int kWgmmaD = 128;        // D_qk = D_v
-constexpr int kWgmmaGroups = 1;     // warpgroups per CTA, 64 rows each
-constexpr int kWgmmaTileQ = 64 * kWgmmaGroups;
-constexpr int kWgmmaTileKv = 128;   // keys per KV tile
-constexpr int kWgmmaThreads = 128 * kWgmmaGroups;
+constexpr int kWgmmaTileQ = RIME_WGMMA_TILE_Q;
+constexpr int kWgmmaGroups = kWgmmaTileQ / 64;  // warpgroups per CTA, 64 rows each
+constexpr int kWgmmaTileKv = RIME_WGMMA_TILE_KV;   // keys per KV tile
+constexpr int kWgmmaThreads = RIME_WGMMA_THREADS;
+static_assert(kWgmmaThreads == 128 * kWgmmaGroups, "one warpgroup per 64 rows");
 constexpr int kWgmmaTileBytes = 128 * 128;  // a K or V^T tile: 128 rows of 128 bytes
 
 // One warpgroup per CTA and two CTAs per SM (255 registers x 128 threads x 2 fit the register file, 2 x 74 KB

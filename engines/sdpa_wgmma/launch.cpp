@@ -21,7 +21,7 @@ KernelSpec sdpa_wgmma_spec(const Facts& f, const Config& c, const std::string& a
 
 KernelSpec vt_prepass_spec(const Facts& f, const std::string& arch) {
   KernelSpec s;
-  s.engine = "sdpa_fp8_sm90";
+  s.engine = heuristics::kWgmmaEngine;
   s.header = "sdpa_wgmma/kernel.cuh";
   s.params_type = "SdpaParams";
   s.arch = arch;

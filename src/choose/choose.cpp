@@ -32,9 +32,7 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
   c.engine = row->engine;
   c.packed_rows = f.S_q * f.group;
 
-  const int elem_bytes = f.is_fp8 || f.is_mxfp8 ? 1 : 2;
-  const bool transpose_v = elem_bytes == 1;
-  const bool wgmma = row->engine == "sdpa_fp8_sm90";
+  const bool wgmma = row->engine == heuristics::kWgmmaEngine;
   if (wgmma) {
     // One shape (its row lists it); the row's min_packed_rows keeps graphs that would leave it empty away.
     c.tile = row->tiles.at(0);
@@ -44,21 +42,22 @@ Result<Config> choose(const Facts& f, const std::vector<RowVerdict>& verdicts) {
       return Status(StatusCode::NotSupported, fmt::format("row {}: needs {} bytes of shared memory per block, the "
                                                           "device has {}",
                                                           row->id, c.smem_bytes, f.device.smem_per_block));
-  }
-  heuristics::TileProblem tp;
-  tp.packed_rows = c.packed_rows;
-  tp.batch_heads = f.B * f.H_kv;
-  tp.d_qk = f.D_qk;
-  tp.d_v = f.D_v;
-  tp.elem_bytes = elem_bytes;
-  tp.transpose_v = transpose_v;
-  tp.mx_scales = f.is_mxfp8;
-  tp.sm_count = f.device.sm_count;
-  tp.smem_per_block = f.device.smem_per_block;
-  tp.smem_per_sm = f.device.smem_per_sm;
-  for (const TileShape& t : row->tiles)
-    if (!f.pinned_tile || t == *f.pinned_tile) tp.allowed.push_back({t.q, t.kv});
-  if (!wgmma) {
+  } else {
+    const int elem_bytes = f.is_fp8 || f.is_mxfp8 ? 1 : 2;
+    const bool transpose_v = elem_bytes == 1;
+    heuristics::TileProblem tp;
+    tp.packed_rows = c.packed_rows;
+    tp.batch_heads = f.B * f.H_kv;
+    tp.d_qk = f.D_qk;
+    tp.d_v = f.D_v;
+    tp.elem_bytes = elem_bytes;
+    tp.transpose_v = transpose_v;
+    tp.mx_scales = f.is_mxfp8;
+    tp.sm_count = f.device.sm_count;
+    tp.smem_per_block = f.device.smem_per_block;
+    tp.smem_per_sm = f.device.smem_per_sm;
+    for (const TileShape& t : row->tiles)
+      if (!f.pinned_tile || t == *f.pinned_tile) tp.allowed.push_back({t.q, t.kv});
     heuristics::TileChoice tc = heuristics::choose_tile(tp);
     if (!tc.tile)
       return Status(StatusCode::NotSupported,

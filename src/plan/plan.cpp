@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "heuristics/tile.hpp"
 #include "jit/kernel_spec.hpp"
 #include "log/log.hpp"
 #include "plan/bindings.hpp"
@@ -27,23 +28,16 @@ constexpr int kPlanFormatVersion = 1;
 // (split plans).
 enum class StageRole { VtPrepass, Attention, Combine };
 
-const char* role_name(StageRole r) {
-  switch (r) {
-    case StageRole::VtPrepass: return "v_transpose";
-    case StageRole::Attention: return "attention";
-    case StageRole::Combine: return "combine";
-  }
-  return "?";
-}
-
-const char* launch_what(StageRole r) {
-  switch (r) {
-    case StageRole::VtPrepass: return "cuLaunchKernel(v_transpose)";
-    case StageRole::Attention: return "cuLaunchKernel(attention)";
-    case StageRole::Combine: return "cuLaunchKernel(combine)";
-  }
-  return "cuLaunchKernel";
-}
+// Per role, in StageRole order: its name in plans and the text of a failed launch (no formatting in execute).
+struct StageNames {
+  const char* role;
+  const char* launch;
+};
+constexpr StageNames kStageNames[] = {{"v_transpose", "cuLaunchKernel(v_transpose)"},
+                                      {"attention", "cuLaunchKernel(attention)"},
+                                      {"combine", "cuLaunchKernel(combine)"}};
+const char* role_name(StageRole r) { return kStageNames[static_cast<int>(r)].role; }
+const char* launch_what(StageRole r) { return kStageNames[static_cast<int>(r)].launch; }
 
 struct Stage {
   StageRole role;
@@ -65,7 +59,7 @@ struct Plan::State {
 
 namespace {
 
-bool is_wgmma(const Config& c) { return c.engine == "sdpa_fp8_sm90"; }
+bool is_wgmma(const Config& c) { return c.engine == heuristics::kWgmmaEngine; }
 
 std::vector<std::pair<StageRole, KernelSpec>> kernel_stages(const Facts& f, const Config& c) {
   const std::string arch = f.device.arch_name();
@@ -260,15 +254,13 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
           "cuMemsetD32Async(Amax)"));
     }
   }
-  const SdpaParams params = is_wgmma(s.config)
-                                ? engines::sdpa_wgmma_params(s.graph, s.facts, s.config, buffers, workspace)
-                                : engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
+  SdpaParams params = is_wgmma(s.config) ? engines::sdpa_wgmma_params(s.graph, s.facts, s.config, buffers, workspace)
+                                         : engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
   CombineParams combine{};
   if (s.config.split_kv > 1) combine = engines::combine_params(s.graph, s.facts, s.config, buffers, workspace);
   for (const Stage& stage : s.stages) {
     // cuLaunchKernel copies the parameter block at the call, so the locals may go after it.
-    void* args[] = {stage.role == StageRole::Combine ? static_cast<void*>(&combine)
-                                                     : static_cast<void*>(const_cast<SdpaParams*>(&params))};
+    void* args[] = {stage.role == StageRole::Combine ? static_cast<void*>(&combine) : static_cast<void*>(&params)};
     const engines::Launch& l = stage.launch;
     RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(stage.fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1, 1,
                                                            l.smem, cu_stream, args, nullptr),
