@@ -201,8 +201,13 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
     wgmma_commit();
     wgmma_wait<0>();
 
-    const bool edge = kMask || kPadding || (kt + 1) * kWgmmaTileKv > p.S_kv;
-    softmax_tile(s, o_acc, m_run, l_run, rows, kt * kWgmmaTileKv, scale_log2, edge, t);
+    // Two copies of the softmax, so that tiles inside every row's keys skip the per-key bound checks. With one
+    // call and a runtime flag the compiler if-converted the checks into every tile of the block-scaled O
+    // kernels (not of the FP8 O one): 128 compares and selects per tile, +13% kernel time at S_kv 7800.
+    if (kMask || kPadding || (kt + 1) * kWgmmaTileKv > p.S_kv)
+      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kWgmmaTileKv, scale_log2, true, t);
+    else
+      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kWgmmaTileKv, scale_log2, false, t);
 
     // O += P V: four 32-key k steps, P from registers.
     u32 a[kWgmmaTileKv / 32][4];
