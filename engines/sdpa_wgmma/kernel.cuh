@@ -222,8 +222,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
   }
   cp_async_wait<0>();
 
-  attention_epilogue<RIME_T_E4M3, kOut, kWgmmaD, kFeatures>(p, o_acc, m_run, l_run, rows, b, split, h_kv,
-                                                            q_tile == int(gridDim.x) - 1, tid, kWgmmaThreads);
+  // Block-scaled O is staged where the K and V^T tiles were: the loop's last barrier ended their reads, and an
+  // empty tile range loaded none.
+  static_assert(BlockStage<kWgmmaTileQ, kWgmmaD>::kBytes <= 4 * kWgmmaTileBytes, "the O stage fits the K/V^T tiles");
+  attention_epilogue<RIME_T_E4M3, kOut, kWgmmaD, kFeatures, kWgmmaTileQ>(
+      p, o_acc, m_run, l_run, rows, b, split, h_kv, q_tile == int(gridDim.x) - 1, tid, kWgmmaThreads, sK);
 }
 
 // The pre-pass: V (rows of d per key) of one (batch, kv head) and 128-key tile into V^T (rows of keys per d)
