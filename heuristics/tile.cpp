@@ -26,6 +26,8 @@ int64_t wgmma_vt_bytes(int64_t batch, int64_t h_kv, int64_t d_v, int64_t s_kv) {
   return (batch * h_kv * d_v * wgmma_vt_keys(s_kv) + 255) / 256 * 256;
 }
 
+int combine_warps_per_row(int64_t rows, int sm_count) { return rows < int64_t{4} * sm_count ? 16 : 4; }
+
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
   const int64_t by_regs = 65536 / (int64_t{threads} * 256);

@@ -35,6 +35,10 @@ int64_t wgmma_vt_keys(int64_t s_kv);
 // The workspace of V^T: B x H_kv x D_v rows of wgmma_vt_keys bytes, rounded up to 256 bytes.
 int64_t wgmma_vt_bytes(int64_t batch, int64_t h_kv, int64_t d_v, int64_t s_kv);
 
+// Warps per CTA of the split-KV combine (one CTA per output row): 16 when the rows are fewer than 4 per SM (decode
+// with few heads: each row's splits are spread over more warps to keep loads in flight), else 4.
+int combine_warps_per_row(int64_t rows, int sm_count);
+
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
 // kernels until the compiler's figure is fed back) and the 64-warp limit.

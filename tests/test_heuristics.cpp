@@ -100,6 +100,10 @@ TEST_CASE("tile table", "[heuristics]") {
   CHECK(decode.tile->kv == 32);
   CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true), 32, 233472) == 8);
   CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 64, 128, 128, 1, true), 32, 233472) == 5);
+  // The combine spreads a row's splits over 16 warps when rows are fewer than 4 per SM (B1 H32 decode: 32 rows).
+  CHECK(combine_warps_per_row(32, 132) == 16);
+  CHECK(combine_warps_per_row(527, 132) == 16);
+  CHECK(combine_warps_per_row(528, 132) == 4);
   // 16-row FP8 tiles keep no V^T in shared memory (ldmatrix.trans builds its fragments), except for MXFP8 inputs.
   CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true) == 16 * 144 + 2 * 32 * 288);
   CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true, true) ==

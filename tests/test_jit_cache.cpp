@@ -42,9 +42,10 @@ KernelSpec attention_spec(int in, int out, int d, int tile, int features, const 
                     "SdpaParams", arch};
 }
 
-KernelSpec combine(int out, int d, int features, const std::string& arch) {
-  return KernelSpec{"combine", "combine/kernel.cuh", fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", out, d, features),
-                    "CombineParams", arch};
+KernelSpec combine(int out, int d, int features, const std::string& arch, int warps = 4) {
+  return KernelSpec{"combine", "combine/kernel.cuh",
+                    fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", out, d, features, warps), "CombineParams",
+                    arch};
 }
 
 constexpr int kAllFeatures =
@@ -100,6 +101,9 @@ TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit]
     for (int d : {64, 128, 256})
       specs.push_back(
           combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O, "sm_90a"));
+  // The wide combine of decode plans with few rows.
+  for (int out : {RIME_T_BF16, RIME_T_NVFP4})
+    for (int d : {64, 128, 256}) specs.push_back(combine(out, d, RIME_F_SINK | RIME_F_STATS, "sm_90a", 16));
   // The wgmma engine (sm_90a only): every O format with every feature, the plain form, the split form, and its
   // V^T pre-pass with and without padding.
   auto wgmma = [](int out, int features) {

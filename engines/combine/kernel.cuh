@@ -10,18 +10,18 @@
 
 namespace rime_dev {
 
-constexpr int kCombineWarps = RIME_COMBINE_WARPS_PER_ROW;
 constexpr int kMaxSplits = 128;
 
-// Warp 0 computes the weights; the CTA's warps then sum disjoint sets of splits (split k to warp k % 4, four
-// loads in flight per lane), so that a decode plan with few rows and many splits (B1 H32: 32 rows, 128 splits)
-// still has many loads in flight; warp 0 adds the four sums and runs the epilogue.
-template <int kOut, int kDv, int kFeatures>
-__global__ void __launch_bounds__(32 * kCombineWarps) sdpa_combine(const CombineParams p) {
+// Warp 0 computes the weights; the CTA's kWarps warps then sum disjoint sets of splits (split k to warp
+// k % kWarps, four loads in flight per lane), so that a decode plan with few rows and many splits (B1 H32: 32
+// rows, 128 splits) still has many loads in flight; warp 0 adds the sums and runs the epilogue. The launcher
+// picks kWarps (heuristics::combine_warps_per_row): 16 when the rows alone would leave the SMs nearly idle.
+template <int kOut, int kDv, int kFeatures, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams p) {
   static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
   constexpr int kPairs = kDv / 64;
   __shared__ float weights[kMaxSplits];
-  __shared__ float2 sums[kCombineWarps - 1][kPairs][32];
+  __shared__ float2 sums[kWarps - 1][kPairs][32];
   __shared__ float row_state[2];  // m, den
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const i64 row = blockIdx.x;
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) sdpa_combine(const Combine
   for (int c = 0; c < kPairs; ++c) acc[c][0] = acc[c][1] = 0.f;
   if (any) {
 #pragma unroll 4
-    for (int k = warp; k < p.num_splits; k += kCombineWarps) {
+    for (int k = warp; k < p.num_splits; k += kWarps) {
       const float w = weights[k];
       const float* src = p.o_partial + (k * slot_stride + row) * kDv;
       for (int c = 0; c < kPairs; ++c) {
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) sdpa_combine(const Combine
     for (int c = 0; c < kPairs; ++c) sums[warp - 1][c][lane] = make_float2(acc[c][0], acc[c][1]);
   __syncthreads();
   if (warp != 0) return;
-  for (int w = 0; w < kCombineWarps - 1; ++w)
+  for (int w = 0; w < kWarps - 1; ++w)
     for (int c = 0; c < kPairs; ++c) {
       acc[c][0] += sums[w][c][lane].x;
       acc[c][1] += sums[w][c][lane].y;

@@ -71,9 +71,6 @@ struct SdpaParams {
   int sf_q_rows, sf_q_cols, sf_k_rows, sf_k_cols, sf_v_rows, sf_v_cols;  // R and C of the input scale planes
 };
 
-// Warps per CTA of the split-KV combine, which runs one CTA per output row; the launcher uses the same constant.
-#define RIME_COMBINE_WARPS_PER_ROW 4
-
 struct CombineParams {
   const float* o_partial;
   const float* lse_partial;

@@ -86,7 +86,8 @@ KernelSpec combine_spec(const Facts& f, const std::string& arch) {
   s.arch = arch;
   const int bits =
       sdpa_features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O);
-  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}>", sdpa_o_type_code(f), f.D_v, bits);
+  s.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", sdpa_o_type_code(f), f.D_v, bits,
+                                  heuristics::combine_warps_per_row(f.B * f.H_q * f.S_q, f.device.sm_count));
   return s;
 }
 
@@ -104,7 +105,8 @@ Launch sdpa_mma_launch(const Facts& f, const Config& c) {
 
 Launch combine_launch(const Facts& f) {
   const int64_t rows = f.B * f.H_q * f.S_q;
-  return Launch{{static_cast<unsigned>(rows), 1, 1}, 32 * RIME_COMBINE_WARPS_PER_ROW, 0};
+  return Launch{{static_cast<unsigned>(rows), 1, 1},
+                static_cast<unsigned>(32 * heuristics::combine_warps_per_row(rows, f.device.sm_count)), 0};
 }
 
 SdpaParams sdpa_mma_params(const Graph& g, const Facts& f, const Config& c,
