@@ -195,7 +195,24 @@ TEST_CASE("the kernels' block-scale arithmetic equals the reference bit for bit"
     CHECK(rime_bs::e2m1_code(x) == encode_e2m1(static_cast<double>(x)));
   }
   CHECK(rime_bs::e2m1_code(std::numeric_limits<float>::quiet_NaN()) == encode_e2m1(kNaN));
+  CHECK(rime_bs::e2m1_code(-std::numeric_limits<float>::quiet_NaN()) == encode_e2m1(kNaN));
+  // Eight codes to a word: element k in nibble k, each as e2m1_code (the values above, eight at a time).
+  for (size_t n = 0; n + 8 <= xs.size(); n += 3) {
+    float eight[8];
+    uint32_t want = 0;
+    for (int k = 0; k < 8; ++k) {
+      eight[k] = xs[n + k];
+      want |= uint32_t{encode_e2m1(static_cast<double>(eight[k]))} << (4 * k);
+    }
+    INFO("x[0] = " << eight[0]);
+    CHECK(rime_bs::e2m1_pack8(eight) == want);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float specials[8] = {nan, -nan, -0.f, 0.f, std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(), 6.f, -5.f};
+  CHECK(rime_bs::e2m1_pack8(specials) == 0xE7F70877u);
   CHECK(rime_bs::e4m3_reciprocal(0) == 0.f);
+  for (unsigned b = 0; b < 0x7F; ++b) CHECK(rime_bs::e4m3_value(b) == static_cast<float>(decode_e4m3(static_cast<uint8_t>(b))));
   for (unsigned b = 1; b < 0x7F; ++b) CHECK(rime_bs::e4m3_reciprocal(b) == 1.0f / static_cast<float>(decode_e4m3(static_cast<uint8_t>(b))));
   for (float a : xs) {
     const float amax = std::fabs(a);

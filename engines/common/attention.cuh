@@ -199,10 +199,10 @@ __device__ __forceinline__ void store_block_segment(const SdpaParams& p, const S
       block_scale<kOut>(amax, sf[half], q_inv);
 #pragma unroll
       for (int w = 0; w < 2; ++w) {
-        u32 c = 0;
+        float q[8];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) c |= rime_bs::e2m1_code(__fmul_rn(x[16 * half + 8 * w + k], q_inv)) << (4 * k);
-        code[2 * half + w] = c;
+        for (int k = 0; k < 8; ++k) q[k] = __fmul_rn(x[16 * half + 8 * w + k], q_inv);
+        code[2 * half + w] = rime_bs::e2m1_pack8(q);
       }
     }
     *reinterpret_cast<uint4*>(static_cast<u8*>(p.o) + (row.o_offset + seg * 32) / 2) =

@@ -31,39 +31,70 @@ RIME_HD float bits_float(unsigned u) {
 #endif
 }
 
-// E2M1 code (sign in bit 3) of x, round to nearest even, saturating at 6. The grid is {0, .5, 1, 1.5, 2, 3, 4,
-// 6}. Branch-free, as the epilogue runs it for every element: below 1, two comparisons with the midpoints, strict
-// where the tie goes down to the even code (0.25 -> 0) and inclusive where it goes up (0.75 -> 1.0); from 1 up,
-// the fp32 bits rounded to one mantissa bit (add 2^21 - 1 and the kept bit: ties to even, 1.25 -> 1.0, 1.75 -> 2,
-// 2.5 -> 2, 3.5 -> 4, 5 -> 4) give exponent and mantissa together, which is the code plus 252 (1.0 = 0x3F800000
-// -> 254 -> code 2); above 6 (infinity included) the minimum saturates. E2M1 has no NaN; a NaN encodes as +6 like
-// the reference (it cannot come from finite inputs).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define RIME_BS_FABS fabsf
+#define RIME_BS_FMA fmaf
+#define RIME_BS_FMIN fminf
+#else
+#define RIME_BS_FABS __builtin_fabsf
+#define RIME_BS_FMA __builtin_fmaf
+#define RIME_BS_FMIN __builtin_fminf
+#endif
+
+// E2M1 rounding in four fp32 operations. The grid {0, .5, 1, 1.5, 2, 3, 4, 6} is the multiples of 0.5 below 2
+// (code = 2a), the integers from 2 to 4 (code = a + 2) and the even integers from 4 (code = a / 2 + 4), so the
+// code of a = |x| is min(7, rint(2a), rint(a + 2), rint(a / 2 + 4)): each argument is the smallest in its own
+// range, and rint is monotone, so the minimum of the roundings is the rounding of the minimum. rint's ties to
+// even are E2M1's (even codes have even mantissas). Each rint is one fp32 operation on the exact argument plus
+// 1.5 * 2^23, where the ulp is 1, so the code lands in the low bits of the sum. Above 6 (infinity included) the
+// 7 wins; a NaN makes every candidate NaN and fminf keeps the 7.
+constexpr float kE2m1Magic = 12582912.0f;  // 1.5 * 2^23
+RIME_HD float e2m1_magnitude_magic(float x) {  // kE2m1Magic + the magnitude code of x
+  const float a = RIME_BS_FABS(x);
+  return RIME_BS_FMIN(RIME_BS_FMIN(RIME_BS_FMA(a, 2.f, kE2m1Magic), a + (kE2m1Magic + 2.f)),
+                      RIME_BS_FMIN(RIME_BS_FMA(a, 0.5f, kE2m1Magic + 4.f), kE2m1Magic + 7.f));
+}
+// x with a NaN replaced by the largest float: E2M1 has no NaN, and the reference encodes one as +6.
+RIME_HD float e2m1_canonical(float x) { return RIME_BS_FMIN(x, 3.40282347e38f); }
+
+// E2M1 code (sign in bit 3) of x, round to nearest even, saturating at 6 (-0 keeps its sign bit).
 RIME_HD unsigned e2m1_code(float x) {
-  const unsigned bits = float_bits(x), mag = bits & 0x7fffffffu;
-  const float a = bits_float(mag);
-  const unsigned below_one = unsigned(a > 0.25f) + unsigned(a >= 0.75f);
-  const unsigned rounded = ((mag + 0x1FFFFFu + ((mag >> 22) & 1u)) >> 22) - 252u;
-  const unsigned from_one = rounded < 7u ? rounded : 7u;
-  const unsigned code = mag >= 0x3F800000u ? from_one : below_one;
-  const unsigned sign = mag > 0x7F800000u ? 0u : (bits >> 28) & 0x8u;
-  return code | sign;
+  const float c = e2m1_canonical(x);
+  return (float_bits(e2m1_magnitude_magic(c)) & 7u) | ((float_bits(c) >> 28) & 8u);
 }
 
-// 1 / value of a non-negative, non-NaN E4M3 byte, rounded to nearest like the IEEE division 1.0f / value
-// (0 for the byte 0: the NVFP4 "inv = dec > 0 ? 1/dec : 0"). value = M * 2^k with M one of 16 significands;
-// 1/value = (1/M) * 2^-k, and 1/M is a compile-time constant rounded once, so the result is the correctly
-// rounded reciprocal without a division (or the division subroutine's registers) in the kernel.
-RIME_HD float e4m3_reciprocal(unsigned byte) {
-  const unsigned e = (byte >> 3) & 0xFu, m = byte & 0x7u;
-  if (e == 0) {  // subnormal m * 2^-9: 1/m * 2^9
-    const float inv_m = m == 1 ? 1.f : m == 2 ? 0.5f : m == 3 ? 1.f / 3.f : m == 4 ? 0.25f : m == 5 ? 0.2f
-                      : m == 6 ? 1.f / 6.f : m == 7 ? 1.f / 7.f : 0.f;
-    return inv_m * 512.f;
+// Eight E2M1 codes in one word, x[k] in bits 4k .. 4k + 3 (FP4's packing: the even column in the low nibble).
+// The magic sums are added whole, one shift-add per element, and their constant part is taken off at the end
+// (the codes, at most 7 each, cannot carry into each other).
+RIME_HD unsigned e2m1_pack8(const float (&x)[8]) {
+  unsigned codes = 0, signs = 0, bias = 0;
+  for (int k = 0; k < 8; ++k) {
+    const float c = e2m1_canonical(x[k]);
+    codes += float_bits(e2m1_magnitude_magic(c)) << (4 * k);
+    signs |= (float_bits(c) >> (28 - 4 * k)) & (8u << (4 * k));
+    bias += float_bits(kE2m1Magic) << (4 * k);
   }
-  // normal (8 + m) / 8 * 2^(e - 7): 8 / (8 + m) * 2^(7 - e), the power of two built from its exponent bits.
-  const float inv_m = m == 0 ? 1.f : m == 1 ? 8.f / 9.f : m == 2 ? 0.8f : m == 3 ? 8.f / 11.f : m == 4 ? 8.f / 12.f
-                    : m == 5 ? 8.f / 13.f : m == 6 ? 8.f / 14.f : 8.f / 15.f;
-  return inv_m * bits_float((134u - e) << 23);
+  return (codes - bias) | signs;
+}
+
+// Value of a non-negative, non-NaN E4M3 byte, branch-free: a normal byte's exponent and mantissa fields, moved
+// into fp32's and rebiased (+120), are its value; a subnormal byte m * 2^-9 comes out of the same bits as
+// 2^-7 + m * 2^-10, which one exact fma maps back.
+RIME_HD float e4m3_value(unsigned byte) {
+  const float v = bits_float((byte << 20) + (120u << 23));
+  return (byte >> 3) == 0 ? RIME_BS_FMA(v, 2.f, -0.015625f) : v;
+}
+
+// 1 / value of a non-negative, non-NaN E4M3 byte, rounded to nearest like the IEEE division 1.0f / value (0 for
+// the byte 0: the NVFP4 "inv = dec > 0 ? 1/dec : 0"). On the device the correctly rounded reciprocal
+// instruction sequence, not a division, and no branch on the byte's fields.
+RIME_HD float e4m3_reciprocal(unsigned byte) {
+#if defined(__CUDA_ARCH__)
+  const float r = __frcp_rn(e4m3_value(byte));
+#else
+  const float r = 1.0f / e4m3_value(byte);
+#endif
+  return byte == 0 ? 0.f : r;
 }
 
 // MXFP8: the UE8M0 exponent of ceil_pow2(amax / 448) from amax's fp32 bits, clamped to [0, 254].
