@@ -10,19 +10,21 @@
 
 namespace rime_dev {
 
-constexpr int kMaxSplits = 128;
+// Splits a warp loads at once: their LSEs and partial rows are all in flight together.
+constexpr int kCombineChunk = 8;
 
-// Warp 0 computes the weights; the CTA's kWarps warps then sum disjoint sets of splits (split k to warp
-// k % kWarps, four loads in flight per lane), so that a decode plan with few rows and many splits (B1 H32: 32
-// rows, 128 splits) still has many loads in flight; warp 0 adds the sums and runs the epilogue. The launcher
-// picks kWarps (heuristics::combine_warps_per_row): 16 when the rows alone would leave the SMs nearly idle.
+// One pass, no weights up front: warp w folds splits w, w + kWarps, ... kCombineChunk at a time with a running
+// max (the online softmax over splits), issuing every load of a chunk (LSE and partial row) before using any,
+// so the row costs about one memory round trip however many splits it has. Warp 0 then merges the kWarps
+// running states, adds the sink and runs the epilogue. The launcher picks kWarps
+// (heuristics::combine_warps_per_row): 16 when the rows alone would leave the SMs nearly idle (B1 H32 decode:
+// 32 rows of 128 splits).
 template <int kOut, int kDv, int kFeatures, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams p) {
   static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
   constexpr int kPairs = kDv / 64;
-  __shared__ float weights[kMaxSplits];
-  __shared__ float2 sums[kWarps - 1][kPairs][32];
-  __shared__ float row_state[2];  // m, den
+  __shared__ float2 sums[kWarps][kPairs][32];
+  __shared__ float warp_m[kWarps], warp_den[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const i64 row = blockIdx.x;
   const i64 rows = i64(p.B) * p.H_q * p.S_q;
@@ -32,54 +34,75 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
   bool live_row = true;
   if constexpr ((kFeatures & RIME_F_PADDING) != 0) live_row = i < p.seq_len_q[b];
 
-  if (warp == 0) {
-    float m = neg_inf();
-    for (int k = lane; k < p.num_splits; k += 32) m = fmaxf(m, p.lse_partial[k * slot_stride + row]);
-    m = warp_max(m);
-    if constexpr ((kFeatures & RIME_F_SINK) != 0) m = fmaxf(m, p.sink[h]);
-    const bool any_live = live_row && m != neg_inf();
-    float den = 0.f;
-    for (int k = lane; k < p.num_splits; k += 32) {
-      const float lse = p.lse_partial[k * slot_stride + row];
-      const float w = (any_live && lse != neg_inf()) ? __expf(lse - m) : 0.f;
-      weights[k] = w;
-      den += w;
-    }
-    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-    if ((kFeatures & RIME_F_SINK) != 0 && any_live) den += __expf(p.sink[h] - m);
-    if (lane == 0) {
-      row_state[0] = m;
-      row_state[1] = den;
-    }
-  }
-  __syncthreads();
-  const float m = row_state[0], den = row_state[1];
-  const bool any = live_row && m != neg_inf();
-
+  float m_run = neg_inf(), den_run = 0.f;
   float acc[kPairs][2];
   for (int c = 0; c < kPairs; ++c) acc[c][0] = acc[c][1] = 0.f;
-  if (any) {
-#pragma unroll 4
-    for (int k = warp; k < p.num_splits; k += kWarps) {
-      const float w = weights[k];
-      const float* src = p.o_partial + (k * slot_stride + row) * kDv;
-      for (int c = 0; c < kPairs; ++c) {
-        const float2 v = *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane);
-        // A select, not a product, for a dead slot (w == 0): 0 * (anything) must not reach O.
-        acc[c][0] += w != 0.f ? w * v.x : 0.f;
-        acc[c][1] += w != 0.f ? w * v.y : 0.f;
+  if (live_row) {
+    for (int k0 = warp; k0 < p.num_splits; k0 += kCombineChunk * kWarps) {
+      float lse[kCombineChunk];
+      float2 v[kCombineChunk][kPairs];
+#pragma unroll
+      for (int u = 0; u < kCombineChunk; ++u) {
+        const int k = k0 + u * kWarps;
+        lse[u] = neg_inf();
+        if (k < p.num_splits) {
+          lse[u] = p.lse_partial[k * slot_stride + row];
+          const float* src = p.o_partial + (k * slot_stride + row) * kDv;
+#pragma unroll
+          for (int c = 0; c < kPairs; ++c) v[u][c] = *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane);
+        }
       }
+      float m_new = m_run;
+#pragma unroll
+      for (int u = 0; u < kCombineChunk; ++u) m_new = fmaxf(m_new, lse[u]);
+      if (m_new == neg_inf()) continue;  // every split so far empty
+      const float rescale = __expf(m_run - m_new);  // m_run = -inf gives 0 (acc and den are 0 then)
+      den_run *= rescale;
+#pragma unroll
+      for (int c = 0; c < kPairs; ++c) {
+        acc[c][0] *= rescale;
+        acc[c][1] *= rescale;
+      }
+#pragma unroll
+      for (int u = 0; u < kCombineChunk; ++u) {
+        const float w = lse[u] != neg_inf() ? __expf(lse[u] - m_new) : 0.f;
+        den_run += w;
+#pragma unroll
+        for (int c = 0; c < kPairs; ++c) {
+          // A select, not a product, for an empty split (w == 0): 0 * (anything it holds) must not reach O.
+          acc[c][0] += w != 0.f ? w * v[u][c].x : 0.f;
+          acc[c][1] += w != 0.f ? w * v[u][c].y : 0.f;
+        }
+      }
+      m_run = m_new;
     }
   }
-  if (warp != 0)
-    for (int c = 0; c < kPairs; ++c) sums[warp - 1][c][lane] = make_float2(acc[c][0], acc[c][1]);
+  for (int c = 0; c < kPairs; ++c) sums[warp][c][lane] = make_float2(acc[c][0], acc[c][1]);
+  if (lane == 0) {
+    warp_m[warp] = m_run;
+    warp_den[warp] = den_run;
+  }
   __syncthreads();
   if (warp != 0) return;
-  for (int w = 0; w < kWarps - 1; ++w)
-    for (int c = 0; c < kPairs; ++c) {
-      acc[c][0] += sums[w][c][lane].x;
-      acc[c][1] += sums[w][c][lane].y;
+  // M = max_k LSE_k (and the sink); each warp's state rescaled from its own max to M.
+  float m = neg_inf();
+  for (int w = 0; w < kWarps; ++w) m = fmaxf(m, warp_m[w]);
+  if constexpr ((kFeatures & RIME_F_SINK) != 0) m = fmaxf(m, p.sink[h]);
+  const bool any = live_row && m != neg_inf();
+  float den = 0.f;
+  for (int c = 0; c < kPairs; ++c) acc[c][0] = acc[c][1] = 0.f;
+  if (any) {
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_m[w] == neg_inf()) continue;
+      const float s = __expf(warp_m[w] - m);
+      den += warp_den[w] * s;
+      for (int c = 0; c < kPairs; ++c) {
+        acc[c][0] += sums[w][c][lane].x * s;
+        acc[c][1] += sums[w][c][lane].y * s;
+      }
     }
+    if constexpr ((kFeatures & RIME_F_SINK) != 0) den += __expf(p.sink[h] - m);
+  }
   const float inv = any ? 1.f / fmaxf(den, 1e-30f) : 0.f;
   float scale_o = 1.f;
   if constexpr ((kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
