@@ -83,22 +83,16 @@ __device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const Bat
   return rows;
 }
 
-// One KV tile of the online softmax: scales S (kNT 8-key blocks from key0) to log2 units, masks keys outside
-// each row's bounds when `edge`, moves the running max, rescales the row sums, leaves P = exp2(S - m) in s and
-// the factor that O's rows must be multiplied by in alpha.
+// Whether key j lies outside the bounds of the thread's row `r` (masks, padding, the end of the keys).
+__device__ __forceinline__ bool key_outside(const ThreadRows& rows, int r, int j) {
+  return j >= rows.key_hi[r] || j < rows.key_lo[r];
+}
+
+// The online softmax over one KV tile of scores already in log2 units: moves the running max, rescales the row
+// sums, leaves P = exp2(S - m) in s and the factor that O's rows must be multiplied by in alpha.
 template <int kNT>
-__device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
-                                             const ThreadRows& rows, int key0, float scale_log2, bool edge, int t,
-                                             float (&alpha)[2]) {
-#pragma unroll
-  for (int n = 0; n < kNT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e / 2, j = key0 + n * 8 + 2 * t + (e & 1);
-      float v = s[n][e] * scale_log2;
-      if (edge && (j >= rows.key_hi[r] || j < rows.key_lo[r])) v = neg_inf();
-      s[n][e] = v;
-    }
+__device__ __forceinline__ void online_softmax(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
+                                               float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = neg_inf();
@@ -121,13 +115,27 @@ __device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[
   }
 }
 
-// softmax_step, then O (in the accumulator layout) rescaled by each row's factor.
-template <int kNT, int kDT>
-__device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
-                                             float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
-                                             bool edge, int t) {
-  float alpha[2];
-  softmax_step(s, m_run, l_run, rows, key0, scale_log2, edge, t, alpha);
+// One KV tile of the online softmax: scales S (kNT 8-key blocks from key0) to log2 units, masks keys outside
+// each row's bounds when `edge`, then online_softmax.
+template <int kNT>
+__device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
+                                             const ThreadRows& rows, int key0, float scale_log2, bool edge, int t,
+                                             float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < kNT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2, j = key0 + n * 8 + 2 * t + (e & 1);
+      float v = s[n][e] * scale_log2;
+      if (edge && key_outside(rows, r, j)) v = neg_inf();
+      s[n][e] = v;
+    }
+  online_softmax(s, m_run, l_run, alpha);
+}
+
+// O's rows (in the accumulator layout) multiplied by the online softmax's factors.
+template <int kDT>
+__device__ __forceinline__ void rescale_rows(float (&o_acc)[kDT][4], const float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -135,6 +143,16 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[
       o_acc[d][2 * r] *= alpha[r];
       o_acc[d][2 * r + 1] *= alpha[r];
     }
+}
+
+// softmax_step, then O rescaled by each row's factor.
+template <int kNT, int kDT>
+__device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
+                                             float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
+                                             bool edge, int t) {
+  float alpha[2];
+  softmax_step(s, m_run, l_run, rows, key0, scale_log2, edge, t, alpha);
+  rescale_rows(o_acc, alpha);
 }
 
 // The FP8 A fragment (m16n8k32 / wgmma k32 register layout) of the 32 keys [32c, 32c + 32) of P, quantized to

@@ -201,13 +201,24 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
     wgmma_commit();
     wgmma_wait<0>();
 
-    // Two copies of the softmax, so that tiles inside every row's keys skip the per-key bound checks. With one
-    // call and a runtime flag the compiler if-converted the checks into every tile of the block-scaled O
-    // kernels (not of the FP8 O one): 128 compares and selects per tile, +13% kernel time at S_kv 7800.
-    if (kMask || kPadding || (kt + 1) * kWgmmaTileKv > p.S_kv)
-      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kWgmmaTileKv, scale_log2, true, t);
-    else
-      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kWgmmaTileKv, scale_log2, false, t);
+    // Scores to log2 units, then the bound checks in a loop of their own that tiles inside every row's keys
+    // branch over. Fused into the scaling loop under a runtime flag (softmax_step), ptxas if-converted them
+    // into every tile of the block-scaled O kernels (not of the FP8 O one): 128 compares and selects per
+    // tile, +13% kernel time at S_kv 7800.
+#pragma unroll
+    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    if (kMask || kPadding || (kt + 1) * kWgmmaTileKv > p.S_kv) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key_outside(rows, e / 2, kt * kWgmmaTileKv + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
+    }
+    float alpha[2];
+    online_softmax(s, m_run, l_run, alpha);
+    rescale_rows(o_acc, alpha);
 
     // O += P V: four 32-key k steps, P from registers.
     u32 a[kWgmmaTileKv / 32][4];
