@@ -374,26 +374,31 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   finish_row(Slot<0>{});
   finish_row(Slot<1>{});
   if constexpr (kStaged) {
-    static_assert(kDv % 32 == 0, "staged block-scaled O works in 32-column segments");
+    static_assert(kDv % 64 == 0, "staged block-scaled O: two threads per row, 32-column segments");
     __syncthreads();
-    // Item n: row n % kStageRows, segment n / kStageRows, so a warp reads one chunk of 32 consecutive rows.
-    for (int n = tid; n < kStageRows * (kDv / 32); n += threads) {
-      const int r = n % kStageRows, seg = n / kStageRows;
-      const StagedRow row = staged.rows[r];
-      if (row.o_offset < 0) continue;
-      float x[32];
-      const float* src = staged.o + r * Staged::kPitch + seg * 32;
+    // The CTA's 2 * kStageRows threads (a warp holds 16 rows) share kStageRows x kDv / 32 items (a row's
+    // 32-column segment). Thread tid: row tid % kStageRows, so a warp reads one chunk of 32 consecutive rows,
+    // and segments tid / kStageRows + 2k; its items are unrolled, independent of each other.
+    const int r = tid % kStageRows;
+    const StagedRow row = staged.rows[r];
+    if (row.o_offset >= 0) {
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float4 v = *reinterpret_cast<const float4*>(src + 4 * c);
-        x[4 * c] = v.x;
-        x[4 * c + 1] = v.y;
-        x[4 * c + 2] = v.z;
-        x[4 * c + 3] = v.w;
+      for (int k = 0; k < kDv / 64; ++k) {
+        const int seg = tid / kStageRows + 2 * k;
+        float x[32];
+        const float* src = staged.o + r * Staged::kPitch + seg * 32;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const float4 v = *reinterpret_cast<const float4*>(src + 4 * c);
+          x[4 * c] = v.x;
+          x[4 * c + 1] = v.y;
+          x[4 * c + 2] = v.z;
+          x[4 * c + 3] = v.w;
+        }
+        store_block_segment<kOut>(p, row, seg, x);
       }
-      store_block_segment<kOut>(p, row, seg, x);
       // Columns of sf_o past the last block (C is rounded up to 4) read zero.
-      if (seg == kDv / 32 - 1)
+      if (tid < kStageRows)
         for (int c = kDv / kBlock; c < p.sf_cols; ++c) p.sf_o[row.sf_base + rime_bs::f8_128x4_col_part(row.sf_col0 + c)] = 0;
     }
   }
