@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
   const i64 slot_stride = rows;  // partial slot (k * B + b) of row (h, i)
   bool live_row = true;
   if constexpr ((kFeatures & RIME_F_PADDING) != 0) live_row = i < p.seq_len_q[b];
+  pdl_wait();  // the partials are the attention kernel's output; it may still be running (programmatic launch)
 
   float m_run = neg_inf(), den_run = 0.f;
   float acc[kPairs][2];

@@ -102,6 +102,21 @@ __device__ __forceinline__ u16 pack2_fp8(float lo, float hi) {
   return r;
 }
 
+// Programmatic dependent launch (sm_90+; nothing before, where the plan launches plainly). launch_dependents:
+// this CTA no longer holds the next kernel in the stream back from launching (it still waits for our results,
+// below). wait: blocks until the previous kernel in the stream has completed and its writes are visible; a
+// kernel launched without the attribute passes straight through.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

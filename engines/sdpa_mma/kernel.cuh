@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
+  pdl_launch_dependents();  // the combine waits for this grid's completion itself
   extern __shared__ __align__(128) u8 smem[];
   u8* sQ = smem;
   u8* sK = sQ + kTileQ * kRowQ;

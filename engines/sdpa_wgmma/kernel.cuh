@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
   u8* sK = sQ + kWgmmaTileQ * 128;
   u8* sVt = sK + 2 * kWgmmaTileBytes;
 
+  pdl_launch_dependents();  // the combine waits for this grid's completion itself
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4, wg = warp / 4;
   const int q_tile = blockIdx.x, h_kv = blockIdx.y;
@@ -161,6 +162,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
     const u8* src = q_base + i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(i) * p.q_stride[2];
     cp_async_16(sQ + sw128_offset(r, ch), ok ? src + ch * 16 : q_base, ok);
   }
+  // V^T is the pre-pass's output: under programmatic launch this kernel may have started before it finished.
+  pdl_wait();
   if (kt_begin < kt_end) load_kv(kt_begin, 0);
   cp_async_commit();
 
@@ -249,6 +252,7 @@ __global__ void __launch_bounds__(256) vt_fp8(const SdpaParams p) {
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr int kPitch = kWgmmaD + 4;  // [key][d] bytes, padded by a word
   __shared__ __align__(16) u8 tile[kWgmmaTileKv * kPitch];
+  pdl_launch_dependents();  // the attention kernel waits for this grid's completion before it reads V^T
   const int tid = threadIdx.x, kt = blockIdx.x, h_kv = blockIdx.y, b = blockIdx.z;
   const int kv_limit = batch_extent<kPadding>(p, b).kv_limit;
   const u8* v_base = static_cast<const u8*>(p.v) + i64(b) * p.v_stride[0] + i64(h_kv) * p.v_stride[1];

@@ -258,13 +258,37 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
                                          : engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
   CombineParams combine{};
   if (s.config.split_kv > 1) combine = engines::combine_params(s.graph, s.facts, s.config, buffers, workspace);
-  for (const Stage& stage : s.stages) {
-    // cuLaunchKernel copies the parameter block at the call, so the locals may go after it.
+  // Programmatic dependent launch (sm_90+): a stage after the first may launch while its predecessor's CTAs
+  // still run (they allow it with griddepcontrol.launch_dependents) and waits in the kernel
+  // (griddepcontrol.wait) before it reads what the predecessor wrote, so its launch and prologue hide behind
+  // the predecessor's tail. The first stage launches plainly: it must follow everything before it.
+  const bool programmatic = s.facts.device.arch >= 90 && api->cuLaunchKernelEx != nullptr;
+  for (size_t n = 0; n < s.stages.size(); ++n) {
+    const Stage& stage = s.stages[n];
+    // The launch copies the parameter block at the call, so the locals may go after it.
     void* args[] = {stage.role == StageRole::Combine ? static_cast<void*>(&combine) : static_cast<void*>(&params)};
     const engines::Launch& l = stage.launch;
-    RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(stage.fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1, 1,
-                                                           l.smem, cu_stream, args, nullptr),
-                                       launch_what(stage.role)));
+    if (n > 0 && programmatic) {
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig config{};
+      config.gridDimX = l.grid[0];
+      config.gridDimY = l.grid[1];
+      config.gridDimZ = l.grid[2];
+      config.blockDimX = l.block;
+      config.blockDimY = config.blockDimZ = 1;
+      config.sharedMemBytes = l.smem;
+      config.hStream = cu_stream;
+      config.attrs = &attr;
+      config.numAttrs = 1;
+      RIME_RETURN_IF_ERROR(
+          driver::check(api->cuLaunchKernelEx(&config, stage.fn, args, nullptr), launch_what(stage.role)));
+    } else {
+      RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(stage.fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1,
+                                                             1, l.smem, cu_stream, args, nullptr),
+                                         launch_what(stage.role)));
+    }
   }
   return Status::success();
 }

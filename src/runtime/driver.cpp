@@ -74,6 +74,7 @@ const Loaded& loaded() {
               load_symbol(lib, "cuEventSynchronize", a.cuEventSynchronize, err) &&
               load_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, err);
     if (!ok) return out;
+    a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     CUresult r = a.cuInit(0);
     if (r != CUDA_SUCCESS) {
       const char* s = nullptr;

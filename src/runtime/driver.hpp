@@ -31,6 +31,8 @@ struct Api {
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
+  // Optional (nullptr when the driver lacks it): launches with attributes, for programmatic dependent launch.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
