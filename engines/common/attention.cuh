@@ -178,7 +178,8 @@ __host__ __device__ __forceinline__ int vt_key_of_position(int pos) {
 // Block-scaled O through shared memory, for engines with kRows x kDv fp32 of shared memory free after their
 // main loop (the wgmma engine). In the accumulator layout a thread holds 2 of every 8 columns of a row, so a
 // block's amax is a quad reduction and its codes leave as single bytes, block after block in one dependent
-// chain (the register path below: ~4,700 SASS instructions per thread for NVFP4). Staged, the same fp32 values
+// chain (the register path below, which sdpa_mma keeps; on the wgmma engine its NVFP4 form was ~4,700 SASS
+// instructions per thread). Staged, the same fp32 values
 // o * scale_o / l let one thread own 32 whole columns of a row: two NVFP4 blocks or one MXFP8 block, local
 // amaxes, 16 or 32 bytes of codes in vector stores, and independent items for the scheduler.
 struct StagedRow {
