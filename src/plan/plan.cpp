@@ -28,14 +28,15 @@ constexpr int kPlanFormatVersion = 1;
 // (split plans).
 enum class StageRole { VtPrepass, Attention, Combine };
 
-// Per role, in StageRole order: its name in plans and the text of a failed launch (no formatting in execute).
+// Per role, in StageRole order: its name in plans and the text of a failed launch (no formatting in execute;
+// the launch is cuLaunchKernel or, programmatic, cuLaunchKernelEx).
 struct StageNames {
   const char* role;
   const char* launch;
 };
-constexpr StageNames kStageNames[] = {{"v_transpose", "cuLaunchKernel(v_transpose)"},
-                                      {"attention", "cuLaunchKernel(attention)"},
-                                      {"combine", "cuLaunchKernel(combine)"}};
+constexpr StageNames kStageNames[] = {{"v_transpose", "launch of the v_transpose kernel"},
+                                      {"attention", "launch of the attention kernel"},
+                                      {"combine", "launch of the combine kernel"}};
 const char* role_name(StageRole r) { return kStageNames[static_cast<int>(r)].role; }
 const char* launch_what(StageRole r) { return kStageNames[static_cast<int>(r)].launch; }
 
@@ -89,17 +90,15 @@ engines::Launch stage_launch(StageRole role, const Facts& f, const Config& c) {
   return {};
 }
 
-Status compile_all(Plan::State& s, const std::vector<KernelSpec>& specs) {
+// Compiles (or fetches from the caches) the kernel of every stage the plan's configuration implies.
+Status compile_all(Plan::State& s) {
   s.compiled.clear();
   s.infos.clear();
   s.stages.clear();
-  const auto stages = kernel_stages(s.facts, s.config);
-  if (specs.size() != stages.size()) return Status(StatusCode::Internal, "plan kernels do not match its stages");
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto k = get_kernel(specs[i]);
+  for (const auto& [role, spec] : kernel_stages(s.facts, s.config)) {
+    auto k = get_kernel(spec);
     if (!k.ok()) return k.status();
     const CompiledKernel& ck = *k->kernel;
-    const StageRole role = stages[i].first;
     s.compiled.push_back(k->kernel);
     s.infos.push_back(KernelInfo{role_name(role), ck.spec.engine, ck.spec.name_expression, ck.lowered_name, ck.key,
                                  ck.spec.arch, k->origin, ck.compile_ms, static_cast<int64_t>(ck.cubin.size())});
@@ -136,7 +135,7 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   Result<Config> config = choose(s.facts, match(s.facts));
   if (!config.ok()) return config.status();
   s.config = config.value();
-  RIME_RETURN_IF_ERROR(compile_all(s, kernel_specs(s.facts, s.config)));
+  RIME_RETURN_IF_ERROR(compile_all(s));
   prepare_if_local(plan);
   return plan;
 }
@@ -207,7 +206,7 @@ Result<Plan> Plan::load(const std::string& artifact) {
     }
     if (specs != kernel_specs(s.facts, s.config))
       return Status(StatusCode::CacheCorrupt, "plan artifact's kernels do not match its configuration");
-    RIME_RETURN_IF_ERROR(compile_all(s, specs));
+    RIME_RETURN_IF_ERROR(compile_all(s));
   } catch (const std::exception& e) {
     return Status(StatusCode::InvalidJson, fmt::format("plan artifact: {}", e.what()));
   }
