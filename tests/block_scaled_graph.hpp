@@ -24,6 +24,18 @@ struct BlockScaledCase {
   }
 };
 
+// The six FP32 [1, 1, 1, 1] scalars of an sdpa_fp8 node: descale_q / k / v / s, scale_s and scale_o. `add`
+// adds a tensor (name, dims, dtype) to the graph and returns its uid.
+template <class AddTensor>
+void add_fp8_scalars(AddTensor&& add, SdpaFp8Operands& io) {
+  io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
+  io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
+  io.descale_v = add("descale_v", {1, 1, 1, 1}, DataType::FP32);
+  io.descale_s = add("descale_s", {1, 1, 1, 1}, DataType::FP32);
+  io.scale_s = add("scale_s", {1, 1, 1, 1}, DataType::FP32);
+  io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);
+}
+
 inline Graph block_scaled_graph(const BlockScaledCase& c) {
   Graph g(fmt::format("block_scaled_{}_{}", c.block == 16 ? "nvfp4" : "mxfp8", c.token_major ? "token" : "planes"));
   int64_t uid = 0;
@@ -37,12 +49,7 @@ inline Graph block_scaled_graph(const BlockScaledCase& c) {
   io.k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, DataType::FP8_E4M3);
   io.v = add("V", {c.B, c.H_kv, c.S_kv, c.D}, DataType::FP8_E4M3);
   io.o = add("O", {c.B, c.H_q, c.S_q, c.D}, c.block == 16 ? DataType::FP4_E2M1 : DataType::FP8_E4M3, true);
-  io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
-  io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
-  io.descale_v = add("descale_v", {1, 1, 1, 1}, DataType::FP32);
-  io.descale_s = add("descale_s", {1, 1, 1, 1}, DataType::FP32);
-  io.scale_s = add("scale_s", {1, 1, 1, 1}, DataType::FP32);
-  io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);
+  add_fp8_scalars(add, io);
   // R: S_q rounded up to 128; C: the blocks of a row rounded up to 4 (D 64 MXFP8 has 2 blocks and 2 pad columns).
   const int64_t R = (c.S_q + 127) / 128 * 128, C = ((c.D / c.block) + 3) / 4 * 4;
   std::vector<int64_t> sf_strides = c.token_major ? std::vector<int64_t>{R * c.H_q * C, C, c.H_q * C, 1}

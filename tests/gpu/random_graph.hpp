@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "block_scaled_graph.hpp"
 #include "rime/graph.hpp"
 
 namespace rime::test {
@@ -104,12 +105,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (fp8) {
     SdpaFp8Operands io;
     io.q = q, io.k = k, io.v = v, io.o = o;
-    io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
-    io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
-    io.descale_v = add("descale_v", {1, 1, 1, 1}, DataType::FP32);
-    io.descale_s = add("descale_s", {1, 1, 1, 1}, DataType::FP32);
-    io.scale_s = add("scale_s", {1, 1, 1, 1}, DataType::FP32);
-    io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);
+    add_fp8_scalars(add, io);
     io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
     if (coin(0.5)) io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
     // Amax_S makes split ineligible; only draw it without a pinned split.

@@ -38,6 +38,22 @@ std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
   return out;
 }
 
+// One trial of `plan` on fresh inputs from `seed`, checked: on a failure the assertion shows the plan, the
+// errors and the report's first failures. Returns the report for the caller's counts and lines.
+runtime::TrialReport checked_trial(const Plan& plan, uint64_t seed,
+                                  int64_t max_reference_rows = runtime::TrialOptions{}.max_reference_rows) {
+  runtime::TrialOptions opt;
+  opt.max_reference_rows = max_reference_rows;
+  Result<runtime::TrialReport> rep = runtime::run_trial(plan, runtime::make_inputs(plan.graph(), seed), opt);
+  REQUIRE(rep.ok());
+  std::string failures;
+  for (const auto& f : rep->failures) failures += "\n  " + f;
+  INFO("engine " << plan.config().engine << " split " << plan.config().split_kv << " tile " << plan.config().tile.q
+                 << "x" << plan.config().tile.kv << ": rel L2 " << rep->o_rel_l2 << " (reference quantization "
+                 << rep->quant_rel_l2 << ")" << failures);
+  CHECK(rep->passed);
+  return rep.value();
+}
 
 // SPEC section 5 on the GPU: every output mode x sf_o layout x split or not x causal or not at S_q 300 (a tail
 // of 44 rows in the last 128-row atom), sf_o poisoned and its pad rows / pad columns checked by check_outputs;
@@ -128,15 +144,7 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
     }
     const Plan& plan = plans[i].value();
     REQUIRE(plan.prepared());
-    runtime::TrialOptions opt;
-    opt.max_reference_rows = 2048;
-    Result<runtime::TrialReport> rep = runtime::run_trial(plan, runtime::make_inputs(plan.graph(), 7000 + i), opt);
-    REQUIRE(rep.ok());
-    std::string failures;
-    for (const auto& f : rep->failures) failures += "\n  " + f;
-    INFO("split " << plan.config().split_kv << " tile " << plan.config().tile.q << failures);
-    CHECK(rep->passed);
-    passed += rep->passed;
+    passed += checked_trial(plan, 7000 + i, 2048).passed;
     // Progress, flushed: a run cut short by a time limit still shows how far it got.
     if (i % 20 == 19) {
       fmt::print("sweep progress: {} of {} run, {} passed\n", i + 1, n, passed);
@@ -168,15 +176,7 @@ TEST_CASE("the wgmma engine against the CPU reference", "[gpu][wgmma]") {
     const Plan& plan = plans[i].value();
     REQUIRE(plan.prepared());
     on_wgmma += plan.config().engine == "sdpa_fp8_sm90";
-    runtime::TrialOptions opt;
-    opt.max_reference_rows = 2048;
-    Result<runtime::TrialReport> rep = runtime::run_trial(plan, runtime::make_inputs(plan.graph(), 9000 + i), opt);
-    REQUIRE(rep.ok());
-    std::string failures;
-    for (const auto& f : rep->failures) failures += "\n  " + f;
-    INFO("engine " << plan.config().engine << " split " << plan.config().split_kv << failures);
-    CHECK(rep->passed);
-    passed += rep->passed;
+    passed += checked_trial(plan, 9000 + i, 2048).passed;
   }
   fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90\n", n, passed, on_wgmma);
   if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_wgmma == n);
@@ -336,17 +336,11 @@ TEST_CASE("block-scaled O (NVFP4, MXFP8) in both sf_o layouts, split or not", "[
     INFO(cases[n].describe() << ": " << plans[n].status().to_string());
     REQUIRE(plans[n].ok());
     CHECK(plans[n]->config().split_kv == cases[n].split);
-    Result<runtime::TrialReport> rep =
-        runtime::run_trial(plans[n].value(), runtime::make_inputs(graphs[n], 500 + n), {});
-    REQUIRE(rep.ok());
-    std::string failures;
-    for (const auto& f : rep->failures) failures += "\n  " + f;
-    INFO("rel L2 " << rep->o_rel_l2 << " (reference quantization " << rep->quant_rel_l2 << ")" << failures);
-    CHECK(rep->passed);
-    passed += rep->passed;
+    const runtime::TrialReport rep = checked_trial(plans[n].value(), 500 + n);
+    passed += rep.passed;
     fmt::print("block-scaled {}: {} rel L2 {:.4f} (reference's own quantization {:.4f}), {} of {} outside\n",
-               cases[n].describe(), rep->passed ? "passed" : "FAILED", rep->o_rel_l2, rep->quant_rel_l2,
-               rep->elements_outside, rep->elements_checked);
+               cases[n].describe(), rep.passed ? "passed" : "FAILED", rep.o_rel_l2, rep.quant_rel_l2,
+               rep.elements_outside, rep.elements_checked);
   }
   fmt::print("block-scaled: {} of {} cases passed\n", passed, cases.size());
 }
@@ -361,16 +355,11 @@ TEST_CASE("MXFP8 inputs (sdpa_mxfp8) into every O format, split or not", "[gpu][
     INFO(cases[n].describe() << ": " << plans[n].status().to_string());
     REQUIRE(plans[n].ok());
     CHECK(plans[n]->config().split_kv == cases[n].split);
-    Result<runtime::TrialReport> rep = runtime::run_trial(plans[n].value(), runtime::make_inputs(graphs[n], 900 + n), {});
-    REQUIRE(rep.ok());
-    std::string failures;
-    for (const auto& f : rep->failures) failures += "\n  " + f;
-    INFO("rel L2 " << rep->o_rel_l2 << failures);
-    CHECK(rep->passed);
-    passed += rep->passed;
+    const runtime::TrialReport rep = checked_trial(plans[n].value(), 900 + n);
+    passed += rep.passed;
     fmt::print("{}: {} rel L2 {:.4f}, {} of {} outside, LSE max err {:.2g}\n", cases[n].describe(),
-               rep->passed ? "passed" : "FAILED", rep->o_rel_l2, rep->elements_outside, rep->elements_checked,
-               rep->lse_max_abs_err);
+               rep.passed ? "passed" : "FAILED", rep.o_rel_l2, rep.elements_outside, rep.elements_checked,
+               rep.lse_max_abs_err);
   }
   fmt::print("MXFP8 inputs: {} of {} cases passed\n", passed, cases.size());
 }
