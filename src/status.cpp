@@ -12,6 +12,7 @@ const char* to_string(StatusCode code) noexcept {
     case StatusCode::CacheCorrupt: return "CacheCorrupt";
     case StatusCode::CudaError: return "CudaError";
     case StatusCode::Internal: return "Internal";
+    case StatusCode::InvalidArgument: return "InvalidArgument";
   }
   return "Unknown";
 }

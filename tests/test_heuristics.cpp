@@ -2,6 +2,7 @@
 #include "catch.hpp"
 #include "heuristics/split_kv.hpp"
 #include "heuristics/tile.hpp"
+#include "sdpa_mma/layout.h"
 
 using namespace rime::heuristics;
 
@@ -65,8 +66,28 @@ TEST_CASE("split counts the row does not allow are not candidates", "[heuristics
   CHECK(c.split == 4);
 }
 
+namespace {
+// The sdpa_mma engine's four tiles with the shared memory its layout header gives them (the heuristic itself
+// sees only these numbers).
+std::vector<TileOption> mma_options(int d, int elem, bool mx = false) {
+  std::vector<TileOption> out;
+  for (auto [q, kv] : {std::pair{16, 32}, {16, 64}, {64, 64}, {128, 64}})
+    out.push_back({q, kv, rime_mma::smem(q, kv, d, d, elem, mx).total, rime_mma::threads(q)});
+  return out;
+}
+TileProblem problem(int64_t rows, int64_t bh, int smem_per_block, std::vector<TileOption> options) {
+  TileProblem p;
+  p.packed_rows = rows;
+  p.batch_heads = bh;
+  p.sm_count = 132;
+  p.smem_per_block = smem_per_block;
+  p.smem_per_sm = 233472;
+  p.options = std::move(options);
+  return p;
+}
+}  // namespace
+
 TEST_CASE("tile table", "[heuristics]") {
-  const std::vector<Tile> tiles = {{16, 32}, {16, 64}, {64, 64}, {128, 64}};
   struct Row {
     int64_t rows, bh, d;
     int elem;
@@ -80,32 +101,34 @@ TEST_CASE("tile table", "[heuristics]") {
       {8192, 64, 256, 2, 101376, 16},    // D 256 BF16 on sm_89 (99 KB): only 16x32 fits
       {8192, 64, 64, 2, 101376, 128},    // D 64 BF16 fits 128 rows in 99 KB
   };
-  CHECK_FALSE(choose_tile({8192, 64, 256, 256, 2, false, 132, 40000, 233472, tiles}).tile.has_value());
+  CHECK_FALSE(choose_tile(problem(8192, 64, 40000, mma_options(256, 2))).tile.has_value());
   for (const Row& r : table) {
     INFO("rows " << r.rows << " d " << r.d);
-    TileChoice c = choose_tile({r.rows, r.bh, r.d, r.d, r.elem, r.elem == 1, 132, r.smem, 233472, tiles});
-    if (r.expect_q == 0) {
-      CHECK_FALSE(c.tile.has_value());
-    } else {
-      REQUIRE(c.tile.has_value());
-      CHECK(c.tile->q == r.expect_q);
-    }
+    TileChoice c = choose_tile(problem(r.rows, r.bh, r.smem, mma_options(static_cast<int>(r.d), r.elem)));
+    REQUIRE(c.tile.has_value());
+    CHECK(c.tile->q == r.expect_q);
   }
-  CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80);
-  // MXFP8 inputs add the KV tile's scales as fp32: K 64 keys x 4 k steps, V 128 d x 2 key blocks.
-  CHECK(sdpa_mma_smem_bytes(64, 64, 128, 128, 1, true, true) == 64 * 144 + 2 * 64 * 288 + 128 * 80 + 4 * (256 + 256));
   // Decode picks the KV tile that fits the most single-warp CTAs per SM.
-  TileChoice decode = choose_tile({4, 64, 128, 128, 1, true, 132, 232448, 233472, tiles});
+  TileChoice decode = choose_tile(problem(4, 64, 232448, mma_options(128, 1)));
   REQUIRE(decode.tile.has_value());
   CHECK(decode.tile->kv == 32);
-  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true), 32, 233472) == 8);
-  CHECK(ctas_per_sm(sdpa_mma_smem_bytes(16, 64, 128, 128, 1, true), 32, 233472) == 5);
+  CHECK(ctas_per_sm(rime_mma::smem(16, 32, 128, 128, 1, false).total, 32, 233472) == 8);
+  CHECK(ctas_per_sm(rime_mma::smem(16, 64, 128, 128, 1, false).total, 32, 233472) == 5);
   // The combine spreads a row's splits over 16 warps when rows are fewer than 4 per SM (B1 H32 decode: 32 rows).
   CHECK(combine_warps_per_row(32, 132) == 16);
   CHECK(combine_warps_per_row(527, 132) == 16);
   CHECK(combine_warps_per_row(528, 132) == 4);
+}
+
+TEST_CASE("the sdpa_mma layout header's shared memory", "[heuristics][engines]") {
+  // Q, two K and two V stages (rows padded by 16 bytes), V^T for FP8.
+  CHECK(rime_mma::smem(64, 64, 128, 128, 1, false).total == 64 * 144 + 2 * 64 * 288 + 128 * 80);
+  // MXFP8 inputs add the KV tile's scales as fp32: K 64 keys x 4 k steps, V 128 d x 2 key blocks.
+  CHECK(rime_mma::smem(64, 64, 128, 128, 1, true).total == 64 * 144 + 2 * 64 * 288 + 128 * 80 + 4 * (256 + 256));
   // 16-row FP8 tiles keep no V^T in shared memory (ldmatrix.trans builds its fragments), except for MXFP8 inputs.
-  CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true) == 16 * 144 + 2 * 32 * 288);
-  CHECK(sdpa_mma_smem_bytes(16, 32, 128, 128, 1, true, true) ==
-        16 * 144 + 2 * 32 * 288 + 128 * 48 + 4 * (32 * 4 + 128 * 1));
+  CHECK(rime_mma::smem(16, 32, 128, 128, 1, false).total == 16 * 144 + 2 * 32 * 288);
+  CHECK(rime_mma::smem(16, 32, 128, 128, 1, true).total == 16 * 144 + 2 * 32 * 288 + 128 * 48 + 4 * (32 * 4 + 128 * 1));
+  // BF16 has no V^T: Q, K, V only.
+  CHECK(rime_mma::smem(128, 64, 64, 64, 2, false).total == 128 * 144 + 2 * 64 * 288);
+  CHECK(rime_mma::threads(128) == 256);
 }

@@ -18,11 +18,13 @@
 #include "cache/disk_cache.hpp"
 #include "catch.hpp"
 #include "common/params.h"
+#include "rime/config.hpp"
+#include "cache/get_kernel.hpp"
 #include "jit/kernel_spec.hpp"
 #include "plan/bindings.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
-#include "sdpa_mma/launch.hpp"
+#include "spec_graph.hpp"
 #include "test_paths.hpp"
 
 using namespace rime;
@@ -35,6 +37,7 @@ std::string temp_dir() {
   return tmpl;
 }
 
+// A specialization by hand, for the cache tests (which need cheap, known kernels).
 KernelSpec attention_spec(int in, int out, int d, int tile, int features, const std::string& arch, int kv = 64) {
   const bool fp8 = in == RIME_T_E4M3 || in == RIME_T_E5M2;
   return KernelSpec{fp8 ? "sdpa_fp8_sm89" : "sdpa_f16_sm80", "sdpa_mma/kernel.cuh",
@@ -47,10 +50,6 @@ KernelSpec combine(int out, int d, int features, const std::string& arch, int wa
                     fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", out, d, features, warps), "CombineParams",
                     arch};
 }
-
-constexpr int kAllFeatures =
-    RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_AMAX_S | RIME_F_PADDING | RIME_F_MASK | RIME_F_SCALE_O;
-constexpr int kSplitFeatures = RIME_F_STATS | RIME_F_SPLIT | RIME_F_PADDING | RIME_F_MASK;
 
 // Compiles on two threads (this machine has two cores) and reports every failure with its log.
 void compile_all(const std::vector<KernelSpec>& specs) {
@@ -70,64 +69,95 @@ void compile_all(const std::vector<KernelSpec>& specs) {
 
 }  // namespace
 
-TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit][slow]") {
+namespace {
+
+// The specializations of every plan the rows can make on `arch`, derived (not listed by hand): for each attention
+// row, input dtype, head dims and tile, the unsplit form with every feature the row serves and the split form
+// (with the combine); for each O format, the plain form. `sampled` keeps one tile, dtype and head-dim pair per
+// row (for the other archs).
+std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool sampled) {
   std::vector<KernelSpec> specs;
-  for (int in : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
-    for (int d : {64, 128, 256})
-      for (int tile : {16, 64, 128}) {
-        const int out = in == RIME_T_E4M3 || in == RIME_T_E5M2 ? RIME_T_E4M3 : in;
-        specs.push_back(attention_spec(in, out, d, tile, kAllFeatures, "sm_90a"));
-        specs.push_back(attention_spec(in, RIME_T_FP32, d, tile, kSplitFeatures, "sm_90a"));
-      }
-  for (int in : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2})
-    for (int d : {64, 128, 256}) specs.push_back(attention_spec(in, RIME_T_FP32, d, 16, kSplitFeatures, "sm_90a", 32));
-  // Every O type of the FP8 row, and the plain (no-feature) form.
-  for (int out : {RIME_T_E5M2, RIME_T_BF16, RIME_T_FP16})
-    specs.push_back(attention_spec(RIME_T_E4M3, out, 128, 64, 0, "sm_90a"));
-  // Block-scaled O (NVFP4, MXFP8) for every head dim and tile, with and without scale_o.
-  for (int out : {RIME_T_NVFP4, RIME_T_MXFP8})
-    for (int d : {64, 128, 256}) {
-      for (int tile : {16, 64, 128}) specs.push_back(attention_spec(RIME_T_E4M3, out, d, tile, kAllFeatures, "sm_90a"));
-      specs.push_back(attention_spec(RIME_T_E5M2, out, d, 64, 0, "sm_90a"));
-    }
-  // MXFP8 inputs: every head dim and tile, every O format (without scale_o: compiled out).
-  for (int d : {64, 128, 256})
-    for (int tile : {16, 64, 128})
-      specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_NVFP4, d, tile, kAllFeatures | RIME_F_MX_INPUTS, "sm_90a"));
-  for (int out : {RIME_T_BF16, RIME_T_FP16, RIME_T_E4M3, RIME_T_E5M2, RIME_T_MXFP8})
-    specs.push_back(attention_spec(RIME_T_E4M3, out, 128, 64, RIME_F_MX_INPUTS, "sm_90a"));
-  specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_FP32, 128, 16, kSplitFeatures | RIME_F_MX_INPUTS, "sm_90a", 32));
-  for (int out : {RIME_T_FP16, RIME_T_BF16, RIME_T_E4M3, RIME_T_E5M2, RIME_T_NVFP4, RIME_T_MXFP8})
-    for (int d : {64, 128, 256})
-      specs.push_back(
-          combine(out, d, RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O, "sm_90a"));
-  // The wide combine of decode plans with few rows.
-  for (int out : {RIME_T_BF16, RIME_T_NVFP4})
-    for (int d : {64, 128, 256}) specs.push_back(combine(out, d, RIME_F_SINK | RIME_F_STATS, "sm_90a", 16));
-  // The wgmma engine (sm_90a only): every O format with every feature, the plain form, the split form, and its
-  // V^T pre-pass with and without padding.
-  auto wgmma = [](int out, int features) {
-    return KernelSpec{"sdpa_fp8_sm90", "sdpa_wgmma/kernel.cuh",
-                      fmt::format("rime_dev::sdpa_wgmma_fwd<{}, {}>", out, features), "SdpaParams", "sm_90a"};
+  auto add_plan = [&](const CapabilityRow& row, const test::SpecCase& c, TileShape tile, int split) {
+    INFO("row " << row.id << ": " << c.describe() << " tile " << tile.q << "x" << tile.kv << " split " << split
+                << " on " << device.arch_name());
+    Result<Facts> f = analyze(test::spec_graph(c), device);
+    REQUIRE(f.ok());
+    REQUIRE(match_row(row, f.value()).accepted);
+    Decision d;
+    d.row_id = row.id;
+    d.tile = tile;
+    d.split_kv = split;
+    Result<Derived> derived = derive(f.value(), d);
+    INFO(derived.status().to_string());
+    REQUIRE(derived.ok());
+    for (const KernelStage& s : derived->stages)
+      if (std::find(specs.begin(), specs.end(), s.spec) == specs.end()) specs.push_back(s.spec);
   };
-  for (int out : {RIME_T_E4M3, RIME_T_E5M2, RIME_T_BF16, RIME_T_FP16, RIME_T_NVFP4, RIME_T_MXFP8})
-    specs.push_back(wgmma(out, kAllFeatures));
-  specs.push_back(wgmma(RIME_T_E4M3, 0));
-  specs.push_back(wgmma(RIME_T_FP32, kSplitFeatures | RIME_F_SINK));
-  for (int features : {0, RIME_F_PADDING})
-    specs.push_back(KernelSpec{"sdpa_fp8_sm90", "sdpa_wgmma/kernel.cuh", fmt::format("rime_dev::vt_fp8<{}>", features),
-                               "SdpaParams", "sm_90a"});
+  for (const CapabilityRow& row : capability_rows()) {
+    if (row.kind != "attention" || device.arch < row.sm_lo || device.arch > row.sm_hi) continue;
+    if (row.needs_arch_specific && !device.arch_specific) continue;
+    // The O format each input dtype gets in the feature-complete forms: the first of the row's O formats that the
+    // op takes with it (an sdpa O is 16-bit, an FP8 op's may be anything the row lists).
+    for (DataType in : row.input_dtypes) {
+      for (const auto& [d_qk, d_v] : row.head_dims) {
+        for (const TileShape& tile : row.tiles) {
+          test::SpecCase c;
+          c.op = row.ops.front();
+          c.in = in;
+          c.d_qk = d_qk;
+          c.d_v = d_v;
+          c.o_format = row.o_formats.front();
+          c.features = true;
+          c.amax_s = row.amax_s;
+          add_plan(row, c, tile, 1);
+          const bool split_wired = row.split_kv_supported &&
+                                   std::find(row.split_head_dims.begin(), row.split_head_dims.end(),
+                                             std::pair<int64_t, int64_t>{d_qk, d_v}) != row.split_head_dims.end();
+          if (split_wired) {
+            c.amax_s = false;  // Amax_S makes split ineligible
+            for (int s : row.split_counts)
+              if (s > 1) {
+                add_plan(row, c, tile, s);
+                break;
+              }
+          }
+          if (sampled) break;
+        }
+        if (sampled) break;
+      }
+      if (sampled) break;
+    }
+    for (const std::string& o : row.o_formats) {
+      test::SpecCase c;
+      c.op = row.ops.front();
+      c.in = row.input_dtypes.front();
+      c.d_qk = row.head_dims.front().first;
+      c.d_v = row.head_dims.front().second;
+      c.o_format = o;
+      add_plan(row, c, row.tiles.front(), 1);
+      if (sampled) break;
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+TEST_CASE("every specialization the rows can choose compiles for sm_90a", "[jit][slow]") {
+  const std::vector<KernelSpec> specs = derived_specializations(DeviceDesc::h200(), false);
+  // Every engine and role appears: the list is derived, so check it is not empty of any of them.
+  for (const char* header : {"sdpa_mma/kernel.cuh", "sdpa_wgmma/kernel.cuh", "combine/kernel.cuh"})
+    CHECK(std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) { return s.header == header; }));
+  fmt::print("compiling {} specializations derived from the rows for sm_90a\n", specs.size());
   compile_all(specs);
 }
 
 TEST_CASE("the portable engines compile for sm_80, sm_89, sm_100a and sm_120a", "[jit][slow]") {
   std::vector<KernelSpec> specs;
   for (const char* arch : {"sm_80", "sm_89", "sm_100a", "sm_120a"}) {
-    for (int in : {RIME_T_BF16, RIME_T_FP16}) specs.push_back(attention_spec(in, in, 128, 64, kAllFeatures, arch));
-    specs.push_back(combine(RIME_T_BF16, 128, RIME_F_SINK | RIME_F_STATS, arch));
-    if (std::string(arch) == "sm_80") continue;  // FP8 mma.sync needs sm_89
-    for (int in : {RIME_T_E4M3, RIME_T_E5M2}) specs.push_back(attention_spec(in, RIME_T_E4M3, 128, 64, kAllFeatures, arch));
-    specs.push_back(attention_spec(RIME_T_E4M3, RIME_T_NVFP4, 128, 64, kAllFeatures, arch));
+    std::vector<KernelSpec> more = derived_specializations(DeviceDesc::from_arch(arch, 132).value(), true);
+    CHECK_FALSE(more.empty());
+    specs.insert(specs.end(), more.begin(), more.end());
   }
   compile_all(specs);
 }
@@ -367,38 +397,117 @@ TEST_CASE("prune evicts least-recently-used entries", "[cache]") {
 }
 
 TEST_CASE("a plan round-trips through its artifact without re-running the heuristics", "[plan]") {
-  const std::string dir = temp_dir();
   Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
   REQUIRE(g.ok());
   PlanOptions opt;
   opt.device = DeviceDesc::h200();
   Result<Plan> plan = Plan::build(g.value(), opt);
   REQUIRE(plan.ok());
-  REQUIRE(plan->config().split_kv > 2);
+  REQUIRE(plan->config().decision.split_kv > 2);
   const std::string artifact = plan->to_json();
   nlohmann::json j = nlohmann::json::parse(artifact);
-  CHECK(j["rime_plan"] == 1);
-  CHECK(j["config"]["row"] == "sdpa_fp8_sm89");
+  CHECK(j["rime_plan"] == 2);
+  CHECK(j["decision"]["row"] == "sdpa_fp8_sm89");
+  CHECK(j["derived"]["stages"].size() == 2);
   CHECK(j["kernels"].size() == 2);
 
   Result<Plan> loaded = Plan::load(artifact);
   REQUIRE(loaded.ok());
-  CHECK(loaded->config().split_kv == plan->config().split_kv);
+  CHECK(loaded->config().decision.split_kv == plan->config().decision.split_kv);
+  CHECK(loaded->workspace_size() == plan->workspace_size());
   CHECK(loaded->kernels()[0].key == plan->kernels()[0].key);
   CHECK(loaded->kernels()[0].origin != "compiled");  // memory or disk, not NVRTC
   CHECK(loaded->to_json() == artifact);
 
-  // A recorded split of 2 is restored as 2: load reads the decision, it does not re-choose.
-  j["config"]["split_kv"] = 2;
-  Result<Plan> edited = Plan::load(j.dump());
-  REQUIRE(edited.ok());
-  CHECK(edited->config().split_kv == 2);
+  // Another split in the row's domain, written with what it derives: load honours the recorded decision (it
+  // does not re-choose) and its workspace is the one split 2 needs.
+  Decision d2 = plan->config().decision;
+  d2.split_kv = 2;
+  Result<Derived> derived2 = derive(plan->facts(), d2);
+  REQUIRE(derived2.ok());
+  nlohmann::json j2 = j;
+  j2["decision"]["split_kv"] = 2;
+  j2["derived"] = nlohmann::json::parse(artifact)["derived"];
+  j2["derived"]["workspace_bytes"] = derived2->workspace_bytes;
+  for (size_t r = 0; r < derived2->workspace.size(); ++r) {
+    j2["derived"]["workspace"][r]["offset"] = derived2->workspace[r].offset;
+    j2["derived"]["workspace"][r]["bytes"] = derived2->workspace[r].bytes;
+  }
+  for (size_t n = 0; n < derived2->stages.size(); ++n) {
+    j2["derived"]["stages"][n]["grid"] = derived2->stages[n].grid;
+    j2["derived"]["stages"][n]["name_expression"] = derived2->stages[n].spec.name_expression;
+  }
+  Result<Plan> split2 = Plan::load(j2.dump());
+  INFO(split2.status().to_string());
+  REQUIRE(split2.ok());
+  CHECK(split2->config().decision.split_kv == 2);
+  CHECK(split2->workspace_size() == derived2->workspace_bytes);
+}
 
-  j["rime_plan"] = 7;
-  Result<Plan> future = Plan::load(j.dump());
-  CHECK(future.status().code() == StatusCode::InvalidJson);
-  CHECK(future.status().message().find("version 7") != std::string::npos);
-  CHECK(Plan::load("{\"rime_plan\": 1}").status().code() == StatusCode::InvalidJson);
+TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  PlanOptions opt;
+  opt.device = DeviceDesc::h200();
+  Result<Plan> plan = Plan::build(g.value(), opt);
+  REQUIRE(plan.ok());
+  const nlohmann::json j = nlohmann::json::parse(plan->to_json());
+  auto load_edited = [&](auto&& edit) {
+    nlohmann::json e = j;
+    edit(e);
+    return Plan::load(e.dump()).status();
+  };
+  auto has = [](const Status& s, const std::string& sub) { return s.message().find(sub) != std::string::npos; };
+
+  // The issue's case: split 128 recorded over the derived values of split 16. Re-derived, split 128 needs 8x
+  // the workspace the artifact records: refused, never a plan with the smaller workspace.
+  Status split = load_edited([](nlohmann::json& e) { e["decision"]["split_kv"] = 128; });
+  CHECK(split.code() == StatusCode::CacheCorrupt);
+  CHECK(has(split, "/derived/"));
+  // A smaller recorded workspace, alone.
+  Status ws = load_edited([](nlohmann::json& e) { e["derived"]["workspace_bytes"] = 4096; });
+  CHECK(ws.code() == StatusCode::CacheCorrupt);
+  CHECK(has(ws, "/derived/workspace_bytes: the artifact records 4096, its decision derives"));
+  // A tile outside the row's domain, and one inside it that the derived values do not match.
+  Status tile = load_edited([](nlohmann::json& e) { e["decision"]["tile"] = {{"q", 32}, {"kv", 32}}; });
+  CHECK(tile.code() == StatusCode::NotSupported);
+  CHECK(has(tile, "tile 32x32 not in {16x32, 16x64, 64x64, 128x64}"));
+  CHECK(load_edited([](nlohmann::json& e) { e["decision"]["tile"] = {{"q", 64}, {"kv", 64}}; }).code() ==
+        StatusCode::CacheCorrupt);
+  // A row that declines the graph.
+  Status row = load_edited([](nlohmann::json& e) { e["decision"]["row"] = "sdpa_fp8_sm90"; });
+  CHECK(row.code() == StatusCode::NotSupported);
+  CHECK(has(row, "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64"));
+  // Another kernel recorded for a stage, and another key.
+  CHECK(load_edited([](nlohmann::json& e) {
+          e["derived"]["stages"][0]["name_expression"] = "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 16, 32, 0>";
+        }).code() == StatusCode::CacheCorrupt);
+  Status key = load_edited([](nlohmann::json& e) { e["kernels"][1]["key"] = std::string(64, 'a'); });
+  CHECK(key.code() == StatusCode::CacheCorrupt);
+  CHECK(has(key, "kernel 1 is combine with key aaaaaaaaaaaaaaaa"));
+  CHECK(load_edited([](nlohmann::json& e) { e["kernels"].erase(1); }).code() == StatusCode::CacheCorrupt);
+  // Another arch: the row still accepts sm_89, but every derived kernel is another one; on sm_80 it declines.
+  CHECK(load_edited([](nlohmann::json& e) { e["device"]["arch"] = "sm_89"; }).code() == StatusCode::CacheCorrupt);
+  CHECK(load_edited([](nlohmann::json& e) { e["device"]["arch"] = "sm_80"; }).code() == StatusCode::NotSupported);
+  // Versions.
+  Status version = load_edited([](nlohmann::json& e) { e["rime_version"] = "0.0.9"; });
+  CHECK(version.code() == StatusCode::InvalidJson);
+  CHECK(has(version, "written by rime 0.0.9"));
+  Status format = load_edited([](nlohmann::json& e) { e["rime_plan"] = 7; });
+  CHECK(format.code() == StatusCode::InvalidJson);
+  CHECK(has(format, "version 7"));
+  // Mistyped fields are InvalidJson with their pointer, never an exception.
+  Status typed = load_edited([](nlohmann::json& e) { e["decision"]["split_kv"] = "16"; });
+  CHECK(typed.code() == StatusCode::InvalidJson);
+  CHECK(typed.location() == "/decision/split_kv");
+  CHECK(load_edited([](nlohmann::json& e) { e["device"]["sm_count"] = 1.5; }).code() == StatusCode::InvalidJson);
+  CHECK(load_edited([](nlohmann::json& e) { e["device"] = 3; }).code() == StatusCode::InvalidJson);
+  CHECK(load_edited([](nlohmann::json& e) { e["graph_hash"] = std::string(64, '0'); }).code() ==
+        StatusCode::CacheCorrupt);
+  CHECK(Plan::load("{\"rime_plan\": 2}").status().code() == StatusCode::InvalidJson);
+  CHECK(Plan::load("{\"rime_plan\": 2, \"rime_plan\": 2}").status().message().find("appears twice") !=
+        std::string::npos);
+  CHECK(Plan::load("[]").status().code() == StatusCode::InvalidJson);
 }
 
 TEST_CASE("a wgmma plan round-trips with its V^T pre-pass, in launch order", "[plan]") {
@@ -413,14 +522,14 @@ TEST_CASE("a wgmma plan round-trips with its V^T pre-pass, in launch order", "[p
   CHECK(plan->kernels()[0].name_expression == "rime_dev::vt_fp8<0>");
   CHECK(plan->kernels()[1].role == "attention");
   CHECK(plan->kernels()[1].engine == "sdpa_fp8_sm90");
-  CHECK(plan->workspace_size() == plan->config().workspace_bytes);
+  CHECK(plan->workspace_size() == plan->config().derived.workspace_bytes);
   const std::string artifact = plan->to_json();
   Result<Plan> loaded = Plan::load(artifact);
   REQUIRE(loaded.ok());
   CHECK(loaded->to_json() == artifact);
-  // An artifact that lost the pre-pass does not describe its configuration's kernels.
+  // An artifact that lost the pre-pass does not describe its decision's kernels.
   nlohmann::json j = nlohmann::json::parse(artifact);
-  j["kernels"].erase(0);
+  j["derived"]["stages"].erase(0);
   CHECK(Plan::load(j.dump()).status().code() == StatusCode::CacheCorrupt);
 }
 
@@ -439,50 +548,52 @@ uintptr_t fake_buffers(const Graph& g, std::unordered_map<int64_t, void*>& buffe
 TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers", "[plan]") {
   Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
   REQUIRE(g.ok());
+  const Facts f = analyze(g.value(), DeviceDesc::h200()).value();
   std::unordered_map<int64_t, void*> buffers;
   void* ws = reinterpret_cast<void*>(fake_buffers(g.value(), buffers));
-  CHECK(check_bindings(g.value(), buffers, ws, 4096).ok());
-  CHECK(check_bindings(g.value(), buffers, nullptr, 4096).message().find("needs a workspace of 4096") !=
+  CHECK(check_bindings(f, buffers, ws, 4096).ok());
+  CHECK(check_bindings(f, buffers, nullptr, 4096).message().find("needs a workspace of 4096") !=
         std::string::npos);
   const int64_t q = g->operand(Role::Q)->uid, k = g->operand(Role::K)->uid, o = g->operand(Role::O)->uid;
 
   auto missing = buffers;
   missing.erase(k);
-  CHECK(check_bindings(g.value(), missing, ws, 4096).message() == "no buffer bound for K (uid 2)");
+  CHECK(check_bindings(f, missing, ws, 4096).message() == "no buffer bound for K (uid 2)");
 
   auto misaligned = buffers;
   misaligned[q] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(buffers[q]) + 8);
-  CHECK(check_bindings(g.value(), misaligned, ws, 4096).message() == "buffer for Q (uid 1) is not 16-byte aligned");
+  CHECK(check_bindings(f, misaligned, ws, 4096).message() == "buffer for Q (uid 1) is not 16-byte aligned");
 
   auto overlapping = buffers;  // O placed inside K
   overlapping[o] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(buffers[k]) + 4096);
-  Status s = check_bindings(g.value(), overlapping, ws, 4096);
-  CHECK(s.code() == StatusCode::InvalidGraph);
+  Status s = check_bindings(f, overlapping, ws, 4096);
+  CHECK(s.code() == StatusCode::InvalidArgument);
   CHECK(s.message().find("the buffer of output O (uid 10) overlaps the buffer of K (uid 2)") != std::string::npos);
 
   auto into_ws = buffers;
   into_ws[o] = ws;
-  CHECK(check_bindings(g.value(), into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
+  CHECK(check_bindings(f, into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
   // The kernels write the workspace (V^T of the wgmma engine, split partials): inputs may not share it either.
   auto v_in_ws = buffers;
   v_in_ws[g->operand(Role::V)->uid] = reinterpret_cast<char*>(ws) + 1024;
-  CHECK(check_bindings(g.value(), v_in_ws, ws, 4096).message() == "the buffer of input V (uid 3) overlaps the workspace");
-  CHECK(check_bindings(g.value(), buffers, reinterpret_cast<char*>(ws) + 8, 4096).message() ==
+  CHECK(check_bindings(f, v_in_ws, ws, 4096).message() == "the buffer of input V (uid 3) overlaps the workspace");
+  CHECK(check_bindings(f, buffers, reinterpret_cast<char*>(ws) + 8, 4096).message() ==
         "the workspace is not 16-byte aligned");
 
   SECTION("sf_o: 16-byte aligned and overlapping nothing (SPEC section 5)") {
     Result<Graph> nv = load_graph_file(test::example_path("fp8_nvfp4_o_planes"));
     REQUIRE(nv.ok());
+    const Facts nf = analyze(nv.value(), DeviceDesc::h200()).value();
     std::unordered_map<int64_t, void*> b;
     fake_buffers(nv.value(), b);
-    REQUIRE(check_bindings(nv.value(), b, nullptr, 0).ok());
+    REQUIRE(check_bindings(nf, b, nullptr, 0).ok());
     const TensorDesc& sf = *nv->operand(Role::SfO);
     auto shifted = b;
     shifted[sf.uid] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(b[sf.uid]) + 4);
-    CHECK(check_bindings(nv.value(), shifted, nullptr, 0).message() ==
+    CHECK(check_bindings(nf, shifted, nullptr, 0).message() ==
           fmt::format("buffer for sf_o (uid {}) is not 16-byte aligned", sf.uid));
     auto inside_o = b;  // sf_o placed in the middle of O
     inside_o[sf.uid] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(b[nv->operand(Role::O)->uid]) + 1024);
-    CHECK(check_bindings(nv.value(), inside_o, nullptr, 0).message().find("overlaps the buffer of") != std::string::npos);
+    CHECK(check_bindings(nf, inside_o, nullptr, 0).message().find("overlaps the buffer of") != std::string::npos);
   }
 }

@@ -62,12 +62,12 @@ TEST_CASE("analyze derives the facts of SPEC section 7", "[analyze]") {
   CHECK(f.wants_stats);
   CHECK(f.split_eligible);
   CHECK(f.o_format() == "BF16");
-  CHECK(f.q.layout == Layout::Bhsd);
+  CHECK(f.q().layout == Layout::Bhsd);
 
   Facts nv = facts_of(example_json("fp8_nvfp4_o_planes"));
   CHECK(nv.o_block_scale == 16);
   CHECK(nv.sf_o_layout == SfLayout::Planes);
-  CHECK(nv.q.layout == Layout::Bshd);
+  CHECK(nv.q().layout == Layout::Bshd);
   CHECK(nv.o_format() == "NVFP4");
   Facts mx = facts_of(example_json("fp8_mxfp8_o_token_major"));
   CHECK(mx.o_block_scale == 32);
@@ -180,20 +180,27 @@ TEST_CASE("FP8 prefill on sm_90a runs on the wgmma engine, with V^T in the works
   Facts f = facts_of(example_json("fp8_prefill"));
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
-  CHECK(c->row_id == "sdpa_fp8_sm90");
-  CHECK(c->tile == TileShape{64, 128});
-  CHECK(c->smem_bytes == heuristics::sdpa_wgmma_smem_bytes());
-  CHECK(c->split_kv == 1);
+  CHECK(c->decision.row_id == "sdpa_fp8_sm90");
+  CHECK(c->decision.tile == TileShape{64, 128});
+  // Q (64 rows of 128 bytes), two K and two V^T stages of 128 x 128 bytes, 1024 bytes to align the base.
+  CHECK(c->derived.smem_bytes == 64 * 128 + 4 * 128 * 128 + 1024);
+  CHECK(c->decision.split_kv == 1);
   // B 2, H_kv 8, D 128, S_kv 1024: one byte per V element.
-  CHECK(c->workspace_bytes == 2 * 8 * 128 * 1024);
-  CHECK(heuristics::wgmma_vt_keys(1000) == 1024);
-  CHECK(heuristics::wgmma_vt_bytes(1, 1, 128, 1) == 128 * 128);
+  REQUIRE(c->derived.workspace.size() == 1);
+  CHECK(c->derived.workspace[0].name == "vt");
+  CHECK(c->derived.workspace_bytes == 2 * 8 * 128 * 1024);
+  REQUIRE(c->derived.stages.size() == 2);
+  CHECK(c->derived.stages[0].role == "v_transpose");
+  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{8, 8, 2});
+  CHECK(c->derived.stages[1].role == "attention");
+  CHECK(c->derived.stages[1].spec.header == "sdpa_wgmma/kernel.cuh");
   // The same graph on sm_89 runs on the mma.sync engine with no workspace.
   Facts ada = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_89", 128).value());
   Result<Config> c89 = choose(ada, match(ada));
   REQUIRE(c89.ok());
-  CHECK(c89->row_id == "sdpa_fp8_sm89");
-  CHECK(c89->workspace_bytes == 0);
+  CHECK(c89->decision.row_id == "sdpa_fp8_sm89");
+  CHECK(c89->derived.workspace_bytes == 0);
+  CHECK(c89->derived.stages.size() == 1);
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
@@ -201,17 +208,156 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   Facts f = facts_of(doc);
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
-  CHECK(c->row_id == "sdpa_fp8_sm89");
-  CHECK(c->tile == TileShape{16, 32});
-  CHECK(c->split_kv > 1);
-  CHECK(c->workspace_bytes == split_workspace_bytes(f, c->split_kv));
-  CHECK(c->workspace_bytes >= int64_t{c->split_kv} * 8 * 32 * 128 * 4);
+  CHECK(c->decision.row_id == "sdpa_fp8_sm89");
+  CHECK(c->decision.tile == TileShape{16, 32});
+  const int split = c->decision.split_kv;
+  CHECK(split > 1);
+  // Split-major partial O (fp32), then the partial LSE, each 256-byte aligned (B 8, H_q 32, S_q 1, D_v 128).
+  REQUIRE(c->derived.workspace.size() == 2);
+  CHECK(c->derived.workspace[0].name == "o_partial");
+  CHECK(c->derived.workspace[0].bytes == int64_t{split} * 8 * 32 * 128 * 4);
+  CHECK(c->derived.workspace[1].name == "lse_partial");
+  CHECK(c->derived.workspace[1].offset == c->derived.workspace[0].bytes);
+  CHECK(c->derived.workspace_bytes == int64_t{split} * 8 * 32 * (128 + 1) * 4);
+  REQUIRE(c->derived.stages.size() == 2);
+  CHECK(c->derived.stages[1].role == "combine");
+  CHECK(c->derived.stages[1].grid == std::array<int64_t, 3>{8 * 32, 1, 1});
 
   doc["op"]["knobs"] = {{"split_kv", 8}, {"tile", {{"q", 64}, {"kv", 64}}}};
   Facts pinned = facts_of(doc);
   Result<Config> p = choose(pinned, match(pinned));
   REQUIRE(p.ok());
-  CHECK(p->split_kv == 8);
-  CHECK(p->tile == TileShape{64, 64});
-  CHECK(p->split_reason == "pinned by the graph");
+  CHECK(p->decision.split_kv == 8);
+  CHECK(p->decision.tile == TileShape{64, 64});
+  CHECK(p->decision.split_reason == "pinned by the graph");
+}
+
+TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]") {
+  json doc = example_json("fp8_decode_gqa");
+  Facts f = facts_of(doc);
+  Result<Config> c = choose(f, match(f));
+  REQUIRE(c.ok());
+  Result<Derived> again = derive(f, c->decision);
+  REQUIRE(again.ok());
+  CHECK(again->workspace_bytes == c->derived.workspace_bytes);
+  CHECK(again->stages == c->derived.stages);
+
+  Decision d = c->decision;
+  d.split_kv = 128;  // another split in the row's domain: derived afresh, with its own workspace
+  Result<Derived> d128 = derive(f, d);
+  REQUIRE(d128.ok());
+  CHECK(d128->workspace_bytes == int64_t{128} * 8 * 32 * (128 + 1) * 4);
+  d.split_kv = 3;
+  CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: split_kv 3 not in {1, 2, 4, 8, 16, 32, 64, 128}");
+  d.split_kv = 0;
+  CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: split_kv 0 is not a split count");
+  d = c->decision;
+  d.tile = {32, 32};
+  CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: tile 32x32 not in {16x32, 16x64, 64x64, 128x64}");
+  d = c->decision;
+  d.row_id = "sdpa_fp8_sm90";  // declines decode
+  CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64"));
+  d.row_id = "combine";
+  CHECK(derive(f, d).status().message() == "no attention row 'combine'");
+  d.row_id = "no_such_row";
+  CHECK(derive(f, d).status().code() == StatusCode::NotSupported);
+
+  doc["op"]["knobs"] = {{"split_kv", 8}};
+  Facts pinned = facts_of(doc);
+  d = c->decision;
+  d.split_kv = 16;
+  CHECK(derive(pinned, d).status().message() == "row sdpa_fp8_sm89: split_kv 16 differs from the pinned split_kv 8");
+  Facts amax = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_89", 128).value());
+  Result<Config> ca = choose(amax, match(amax));
+  REQUIRE(ca.ok());
+  d = ca->decision;
+  d.split_kv = 2;
+  CHECK(has(derive(amax, d).status().message(), "split_kv 2: Amax_S is requested"));
+}
+
+namespace {
+// The decode example with B batches and S_kv keys (K, V, their strides and seq lens follow).
+json decode_with(int64_t B, int64_t S_kv) {
+  json doc = example_json("fp8_decode_gqa");
+  for (auto& t : doc["tensors"]) {
+    if (t["dims"].size() == 4 && t["dims"][0] == 8) {
+      t["dims"][0] = B;
+      if (t["name"] == "K" || t["name"] == "V") t["dims"][2] = S_kv;
+      t.erase("strides");
+    }
+  }
+  return doc;
+}
+}  // namespace
+
+TEST_CASE("launch limits decline at plan time, naming the row, the field and both values", "[choose][limits]") {
+  // Grid z = B x split_kv: 65,535 is the last legal value.
+  json doc = decode_with(65535, 64);
+  doc["op"]["knobs"] = {{"split_kv", 1}};
+  Facts at_limit = facts_of(doc);
+  REQUIRE(choose(at_limit, match(at_limit)).ok());
+  doc = decode_with(32768, 64);
+  doc["op"]["knobs"] = {{"split_kv", 2}};
+  Facts past = facts_of(doc);  // 65,536
+  Result<Config> c = choose(past, match(past));
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == StatusCode::NotSupported);
+  CHECK(has(c.status().message(), "row sdpa_fp8_sm89: the attention grid's z = B x split_kv = 32768 x 2 = 65536 "
+                                  "exceeds 65535"));
+  // The issue's example: B 600 with a pinned split of 128.
+  doc = decode_with(600, 8192);
+  doc["op"]["knobs"] = {{"split_kv", 128}};
+  Facts b600 = facts_of(doc);
+  CHECK(has(choose(b600, match(b600)).status().message(), "z = B x split_kv = 600 x 128 = 76800 exceeds 65535"));
+  // Unpinned, the heuristic only considers splits inside the limit.
+  doc = decode_with(600, 8192);
+  Facts free = facts_of(doc);
+  Result<Config> chosen = choose(free, match(free));
+  REQUIRE(chosen.ok());
+  CHECK(600 * chosen->decision.split_kv <= 65535);
+  for (const SplitCandidate& s : chosen->decision.split_candidates) CHECK(600 * s.split <= 65535);
+}
+
+TEST_CASE("values the kernels hold in 32 bits are bounded at plan time", "[choose][limits]") {
+  // GQA packs S_q x group rows into one int: 2^31 packed rows decline, 2^31 - 1 plan.
+  auto with_rows = [](int64_t S_q, int64_t group) {
+    json doc = example_json("fp8_decode_gqa");
+    for (auto& t : doc["tensors"]) {
+      if (t["dims"].size() != 4 || t["dims"][0] != 8) continue;
+      t["dims"][0] = 1;
+      if (t["name"] == "Q" || t["name"] == "O" || t["name"] == "Stats") {
+        t["dims"][1] = 8 * group;
+        t["dims"][2] = S_q;
+      }
+      t.erase("strides");
+    }
+    return doc;
+  };
+  Facts ok = facts_of(with_rows(int64_t{1} << 25, 63));  // 2^25 x 63 < 2^31
+  CHECK(choose(ok, match(ok)).ok());
+  Facts over = facts_of(with_rows(int64_t{1} << 25, 64));  // 2^31
+  Result<Config> c = choose(over, match(over));
+  REQUIRE_FALSE(c.ok());
+  CHECK(has(c.status().message(), "packed rows (S_q x group) = 2147483648 exceeds the kernels' 32-bit range"));
+}
+
+TEST_CASE("a row whose heuristics fail passes the graph to the next accepted row", "[choose]") {
+  // sm_90a with 72 KB of shared memory per block: the wgmma row accepts FP8 prefill, its one tile (74 KB)
+  // does not fit, and the mma.sync row takes the graph; the wgmma row's reason stays on record.
+  Facts f = facts_of(example_json("fp8_prefill"));
+  f.device.smem_per_block = 72 * 1024;
+  const std::vector<RowVerdict> vs = match(f);
+  REQUIRE(vs.front().row_id == "sdpa_fp8_sm90");
+  REQUIRE(vs.front().accepted);
+  Result<Config> c = choose(f, vs);
+  REQUIRE(c.ok());
+  CHECK(c->decision.row_id == "sdpa_fp8_sm89");
+  // With every tile too large, the decline lists each row's reason, the heuristics' included.
+  f.device.smem_per_block = 4 * 1024;
+  Result<Config> none = choose(f, match(f));
+  REQUIRE_FALSE(none.ok());
+  CHECK(has(none.status().message(), "row sdpa_fp8_sm90: needs 74752 bytes of shared memory per block, the device "
+                                     "has 4096"));
+  CHECK(has(none.status().message(), "row sdpa_fp8_sm89: no allowed tile fits in 4096 bytes of shared memory"));
+  CHECK(has(none.status().message(), "row sdpa_f16_sm80: op sdpa_fp8 not in {sdpa}"));
 }

@@ -7,11 +7,11 @@
 #include "catch.hpp"
 #include "common/block_scale.h"
 #include "graph/geometry.hpp"
-#include "reference/block_scale.hpp"
-#include "reference/formats.hpp"
-#include "reference/sdpa.hpp"
+#include "testing/reference/block_scale.hpp"
+#include "testing/reference/formats.hpp"
+#include "testing/reference/sdpa.hpp"
 #include "rime/json.hpp"
-#include "runtime/trial.hpp"
+#include "testing/trial.hpp"
 #include "block_scaled_graph.hpp"
 #include "test_paths.hpp"
 
@@ -258,9 +258,9 @@ TEST_CASE("random inputs depend on the seed, not on the number of threads", "[re
     const int64_t span = 200000;  // 4 chunks, the last one partial
     const size_t bytes = static_cast<size_t>(span * bits_of(t) / 8);
     std::vector<uint8_t> one(bytes), three(bytes), other(bytes);
-    runtime::fill_uniform(t, one.data(), span, -2.0, 2.0, 42, 1);
-    runtime::fill_uniform(t, three.data(), span, -2.0, 2.0, 42, 3);
-    runtime::fill_uniform(t, other.data(), span, -2.0, 2.0, 43, 3);
+    testing::fill_uniform(t, one.data(), span, -2.0, 2.0, 42, 1);
+    testing::fill_uniform(t, three.data(), span, -2.0, 2.0, 42, 3);
+    testing::fill_uniform(t, other.data(), span, -2.0, 2.0, 43, 3);
     CHECK(one == three);
     CHECK(one != other);
     double lo = 0, hi = 0;
@@ -282,7 +282,7 @@ TEST_CASE("combining k split partials equals the unsplit reference", "[reference
   // A smaller copy of the example: 2 heads' worth of rows is enough.
   Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
   REQUIRE(f.ok());
-  const runtime::TrialInputs in = runtime::make_inputs(g.value(), 11);
+  const testing::TrialInputs in = testing::make_inputs(g.value(), 11);
   const double sink = load_element(DataType::FP32, in.tensors.at(g->operand(Role::Sink)->uid).data(), 3);
   for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{200}, int64_t{511}}) {
     RowResult whole = attention_row(g.value(), f.value(), in.tensors, 1, 3, i);
@@ -325,7 +325,7 @@ TEST_CASE("the output check passes the reference's own outputs and fails broken 
   REQUIRE(g.ok());
   Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
   REQUIRE(f.ok());
-  const runtime::TrialInputs in = runtime::make_inputs(g.value(), 21);
+  const testing::TrialInputs in = testing::make_inputs(g.value(), 21);
 
   // What a correct kernel would write: the reference, scaled by scale_o and cast.
   const TensorDesc &o = *g->operand(Role::O), &stats = *g->operand(Role::Stats);
@@ -347,30 +347,30 @@ TEST_CASE("the output check passes the reference's own outputs and fails broken 
   store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o);
   store_element(DataType::FP32, outputs[g->operand(Role::AmaxS)->uid].data(), 0, amax_s);
 
-  runtime::TrialReport good = runtime::check_outputs(g.value(), f.value(), in, outputs, {});
+  testing::TrialReport good = testing::check_outputs(g.value(), f.value(), in, outputs, {});
   for (const auto& msg : good.failures) INFO(msg);
   CHECK(good.passed);
   CHECK(good.rows_checked == 128);
 
   SECTION("an unwritten element (the NaN poison) fails") {
     outputs[o.uid][offset_of(o, 0, 1, 63, 127)] = 0xFF;
-    runtime::TrialReport bad = runtime::check_outputs(g.value(), f.value(), in, outputs, {});
+    testing::TrialReport bad = testing::check_outputs(g.value(), f.value(), in, outputs, {});
     CHECK_FALSE(bad.passed);
     CHECK(bad.failures.at(0).find("unwritten or non-finite") != std::string::npos);
   }
   SECTION("one element outside the FP8 tolerance fails") {
     const int64_t at = offset_of(o, 0, 0, 5, 7);
     store_element(o.dtype, outputs[o.uid].data(), at, load_element(o.dtype, outputs[o.uid].data(), at) + 2.0 * scale_o);
-    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
   }
   SECTION("a wrong LSE fails") {
     store_element(DataType::FP32, outputs[stats.uid].data(), 3,
                   load_element(DataType::FP32, outputs[stats.uid].data(), 3) + 0.1);
-    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
   }
   SECTION("a wrong Amax_O fails") {
     store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o * 2 + 1);
-    CHECK_FALSE(runtime::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
   }
 }
 
@@ -386,7 +386,7 @@ TEST_CASE("the block-scaled output check passes quantized reference outputs and 
       Result<Facts> f = analyze(g, DeviceDesc::h200());
       REQUIRE(f.ok());
       INFO(c.describe());
-      const runtime::TrialInputs in = runtime::make_inputs(g, 5);
+      const testing::TrialInputs in = testing::make_inputs(g, 5);
       const TensorDesc &o = *g.operand(Role::O), &sf = *g.operand(Role::SfO);
       const double scale_o = load_element(DataType::FP32, in.tensors.at(g.operand(Role::ScaleO)->uid).data(), 0);
       HostTensors outputs;
@@ -421,12 +421,12 @@ TEST_CASE("the block-scaled output check passes quantized reference outputs and 
         }
       store_element(DataType::FP32, outputs[g.operand(Role::AmaxO)->uid].data(), 0, amax_o);
 
-      runtime::TrialReport good = runtime::check_outputs(g, f.value(), in, outputs, {});
+      testing::TrialReport good = testing::check_outputs(g, f.value(), in, outputs, {});
       for (const auto& msg : good.failures) INFO(msg);
       CHECK(good.passed);
       CHECK(good.o_rel_l2 == Approx(good.quant_rel_l2).margin(1e-6));
       auto fails_with = [&](const HostTensors& broken, const std::string& what) {
-        runtime::TrialReport bad = runtime::check_outputs(g, f.value(), in, broken, {});
+        testing::TrialReport bad = testing::check_outputs(g, f.value(), in, broken, {});
         CHECK_FALSE(bad.passed);
         bool found = false;
         std::string all;
@@ -478,7 +478,7 @@ TEST_CASE("the MXFP8-input reference applies SF_Q, SF_K and SF_V where SPEC sect
   REQUIRE(validate(mx).ok());
   Result<Facts> fm = analyze(mx, DeviceDesc::h200());
   REQUIRE(fm.ok());
-  runtime::TrialInputs in = runtime::make_inputs(mx, 8);
+  testing::TrialInputs in = testing::make_inputs(mx, 8);
   auto set_all = [&](Role role, uint8_t e) {
     auto& bytes = in.tensors.at(mx.operand(role)->uid);
     std::fill(bytes.begin(), bytes.end(), e);

@@ -12,12 +12,6 @@
 #define RIME_T_NVFP4 5  // O E2M1 + sf_o E4M3, one scale per 16 d elements
 #define RIME_T_MXFP8 6  // O E4M3 + sf_o UE8M0, one scale per 32 d elements
 
-// The sdpa_fp8_sm90 (wgmma) engine's one shape, for its kernels and its host side alike: 64 packed rows (one
-// warpgroup of 128 threads) per CTA, 128-key tiles, D 128.
-#define RIME_WGMMA_TILE_Q 64
-#define RIME_WGMMA_TILE_KV 128
-#define RIME_WGMMA_THREADS 128
-
 // Compile-time feature bits of the attention kernels.
 #define RIME_F_SINK 1
 #define RIME_F_STATS 2

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "common/attention.cuh"
+#include "sdpa_mma/layout.h"
 
 namespace rime_dev {
 
@@ -25,15 +26,13 @@ struct InType {
 };
 
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
-__global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
+__global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const SdpaParams p) {
   using T = InType<kIn>;
   constexpr int kEB = T::kBytes;
-  constexpr int kWarps = kTileQ / 16;
-  constexpr int kThreads = kWarps * 32;
-  constexpr int kRowQ = kDqk * kEB + 16;  // shared-memory pitches in bytes, padded to spread banks
-  constexpr int kRowK = kDqk * kEB + 16;
-  constexpr int kRowV = kDv * kEB + 16;
-  constexpr int kRowVt = kTileKv + 16;
+  constexpr int kThreads = rime_mma::threads(kTileQ);
+  // Shared memory as layout.h lays it out for the host too; pitches in bytes, padded to spread banks.
+  constexpr rime_mma::Smem kSmem = rime_mma::smem(kTileQ, kTileKv, kDqk, kDv, kEB, (kFeatures & RIME_F_MX_INPUTS) != 0);
+  constexpr int kRowQ = kSmem.row_q, kRowK = kSmem.row_k, kRowV = kSmem.row_v, kRowVt = kSmem.row_vt;
   constexpr int kKSteps = kDqk * kEB / 32;  // 32-byte k steps of Q.K^T
   constexpr int kNT = kTileKv / 8;          // 8-key accumulator tiles per KV tile
   constexpr int kDT = kDv / 8;              // 8-column accumulator tiles of O
@@ -56,13 +55,13 @@ __global__ void __launch_bounds__(kTileQ * 2) sdpa_mma_fwd(const SdpaParams p) {
 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
   extern __shared__ __align__(128) u8 smem[];
-  u8* sQ = smem;
-  u8* sK = sQ + kTileQ * kRowQ;
-  u8* sV = sK + 2 * kTileKv * kRowK;
-  u8* sVt = sV + 2 * kTileKv * kRowV;  // FP8 only
+  u8* sQ = smem + kSmem.q;
+  u8* sK = smem + kSmem.k;
+  u8* sV = smem + kSmem.v;
+  u8* sVt = smem + kSmem.vt;  // FP8 tiles that transpose V in shared memory
   // MXFP8: the KV tile's scales as fp32, K [key][k step] and V [d][32-key block].
-  float* sSk = reinterpret_cast<float*>(sVt + (T::kFp8 ? kDv * kRowVt : 0));
-  float* sSv = sSk + kTileKv * kKSteps;
+  float* sSk = reinterpret_cast<float*>(smem + kSmem.scales_k);
+  float* sSv = reinterpret_cast<float*>(smem + kSmem.scales_v);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "common/attention.cuh"
+#include "sdpa_wgmma/layout.h"
 
 namespace rime_dev {
 
@@ -97,13 +98,13 @@ __device__ __forceinline__ void wgmma_m64n128k32_rs(float (&d)[16][4], const u32
 // Byte offset of the 16-byte chunk `chunk` of row `row` in a 128B-swizzled tile of 128-byte rows.
 __device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
-constexpr int kWgmmaD = 128;        // D_qk = D_v
-constexpr int kWgmmaTileQ = RIME_WGMMA_TILE_Q;
+constexpr int kWgmmaD = rime_wgmma::kD;  // D_qk = D_v
+constexpr int kWgmmaTileQ = rime_wgmma::kTileQ;
 constexpr int kWgmmaGroups = kWgmmaTileQ / 64;  // warpgroups per CTA, 64 rows each
-constexpr int kWgmmaTileKv = RIME_WGMMA_TILE_KV;   // keys per KV tile
-constexpr int kWgmmaThreads = RIME_WGMMA_THREADS;
+constexpr int kWgmmaTileKv = rime_wgmma::kTileKv;  // keys per KV tile
+constexpr int kWgmmaThreads = rime_wgmma::kThreads;
 static_assert(kWgmmaThreads == 128 * kWgmmaGroups, "one warpgroup per 64 rows");
-constexpr int kWgmmaTileBytes = 128 * 128;  // a K or V^T tile: 128 rows of 128 bytes
+constexpr int kWgmmaTileBytes = rime_wgmma::kTileBytes;
 
 // One warpgroup per CTA and two CTAs per SM (255 registers x 128 threads x 2 fit the register file, 2 x 74 KB
 // the shared memory): the two CTAs share no barrier, so one's softmax and epilogue run while the other's
@@ -120,9 +121,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
   // launcher adds 1024 bytes of slack).
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  u8* sQ = smem;
-  u8* sK = sQ + kWgmmaTileQ * 128;
-  u8* sVt = sK + 2 * kWgmmaTileBytes;
+  constexpr rime_wgmma::Smem kSmem = rime_wgmma::smem();
+  u8* sQ = smem + kSmem.q;
+  u8* sK = smem + kSmem.k;
+  u8* sVt = smem + kSmem.vt;
 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -1,47 +1,20 @@
 // Analyzer facts (SPEC section 7): one flat, immutable value per graph, computed once. Rows, heuristics and
-// engines read only Facts, never the graph.
+// engines read only Facts, never the graph: every operand's uid, dims and strides are here, so that an engine
+// fills its parameter blocks from Facts, the decision and the caller's buffers alone.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
+#include <vector>
 
+#include "rime/device.hpp"
 #include "rime/graph.hpp"
 #include "rime/status.hpp"
 #include "rime/types.hpp"
 
 namespace rime {
-
-// The GPU a plan is made for. Given, not queried, so Facts and plans can be made on a machine without a GPU.
-struct DeviceDesc {
-  int arch = 90;                     // compute capability x 10 (sm_90 -> 90)
-  bool arch_specific = true;         // the "a" targets (sm_90a) that enable wgmma/setmaxnreg
-  int sm_count = 132;                // H200 SXM
-  int smem_per_block = 227 * 1024;   // opt-in dynamic shared memory per block (H100/H200)
-  int smem_per_sm = 228 * 1024;      // shared memory per SM (H100/H200)
-  std::string name = "NVIDIA H200";  // documentation only
-
-  // The documented default: an H200 (sm_90a, 132 SMs).
-  static DeviceDesc h200() { return DeviceDesc{}; }
-  // "sm_90a", "sm_89", ...
-  std::string arch_name() const;
-  // Parses "sm_90a", "sm_89", "90". Fills arch and arch_specific; keeps the rest.
-  static Result<DeviceDesc> from_arch(std::string_view arch, int sm_count);
-};
-
-// Physical layout of a rank-4 [B, H, S, D] tensor.
-enum class Layout : int {
-  Bhsd,        // packed, B H S D
-  Bshd,        // packed, B S H D (token-major)
-  DenseOther,  // packed in another dim order, unit stride on D
-  Strided,     // unit stride on D, gaps elsewhere (e.g. Q/K/V sliced from a fused projection)
-};
-std::string_view to_string(Layout layout) noexcept;
-
-// The two sf_o stride sets of SPEC section 5.
-enum class SfLayout : int { Planes, TokenMajor };
-std::string_view to_string(SfLayout layout) noexcept;
 
 struct MaskFacts {
   bool causal = false;
@@ -54,16 +27,23 @@ struct MaskFacts {
   std::string describe() const;
 };
 
+// One operand slot of the op. `bound` is false for a role the graph leaves empty; every other field is then
+// its default.
 struct TensorFacts {
+  bool bound = false;
+  int64_t uid = 0;
+  std::string name;
   DataType dtype = DataType::FP32;
-  Layout layout = Layout::Bhsd;
+  std::vector<int64_t> dims, strides;  // strides in elements (FP4: in FP4 elements)
+  int64_t storage_bytes = 0;           // bytes the tensor's storage spans
+  Layout layout = Layout::Bhsd;        // rank-4 tensors
   bool aligned16 = true;  // every non-unit stride is a multiple of 16 bytes (vector loads possible)
 };
 
 struct Facts {
   OpKind op = OpKind::Sdpa;
   int64_t B = 0, H_q = 0, H_kv = 0, group = 0, S_q = 0, S_kv = 0, D_qk = 0, D_v = 0;
-  TensorFacts q, k, v, o;
+  std::array<TensorFacts, kRoleCount> tensors;  // by Role
   bool is_fp8 = false;    // sdpa_fp8
   bool is_mxfp8 = false;  // sdpa_mxfp8
   MaskFacts mask;
@@ -84,11 +64,18 @@ struct Facts {
   std::optional<TileShape> pinned_tile;
   DeviceDesc device;
 
+  const TensorFacts& operand(Role role) const { return tensors[static_cast<int>(role)]; }
+  bool has(Role role) const { return operand(role).bound; }
+  const TensorFacts& q() const { return operand(Role::Q); }
+  const TensorFacts& k() const { return operand(Role::K); }
+  const TensorFacts& v() const { return operand(Role::V); }
+  const TensorFacts& o() const { return operand(Role::O); }
   // The O format rows compare against: the O dtype, or "NVFP4" / "MXFP8" for block-scaled O.
   std::string o_format() const;
 };
 
-// Derives the facts of a graph for a device. Validates the graph first (InvalidGraph on failure).
+// Derives the facts of a graph for a device. Validates the graph first (InvalidGraph on failure): this is the
+// one validation a plan build runs.
 Result<Facts> analyze(const Graph& graph, const DeviceDesc& device);
 
 }  // namespace rime

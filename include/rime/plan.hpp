@@ -25,7 +25,7 @@ struct PlanOptions {
 };
 
 struct KernelInfo {
-  std::string role;  // "v_transpose" (the wgmma engine's V^T pre-pass), "attention" or "combine", in launch order
+  std::string role;  // the stage's role ("v_transpose", "attention", "combine"), in launch order
   std::string engine;
   std::string name_expression;
   std::string lowered_name;
@@ -41,8 +41,11 @@ class Plan {
   // Validates, analyzes, matches, chooses and compiles (through the cache). Works without a GPU; when the
   // planned device is the current GPU, the kernels are also loaded so that execute() is ready.
   static Result<Plan> build(const Graph& graph, const PlanOptions& options = {});
-  // Restores a plan from its JSON artifact without re-running the heuristics (the kernels come from the cache
-  // or are recompiled from their recorded specializations).
+  // Restores a plan from its JSON artifact (docs/plan-json.md) without re-running the heuristics: the recorded
+  // decision is re-matched against the graph's facts and re-derived, and the artifact is refused when anything
+  // it records disagrees with what this rime derives (InvalidJson for a malformed artifact or another version,
+  // NotSupported when its row declines the graph, CacheCorrupt for a recorded size, stage or kernel key that
+  // differs). The kernels come from the cache or are recompiled.
   static Result<Plan> load(const std::string& artifact_json);
   // The versioned, self-describing artifact (docs/plan-json.md).
   std::string to_json() const;
@@ -51,7 +54,7 @@ class Plan {
   const Facts& facts() const;
   const Config& config() const;
   const std::vector<KernelInfo>& kernels() const;
-  // Bytes of device memory execute() needs as its workspace (0 when none).
+  // Bytes of device memory execute() needs as its workspace (0 when none): derived.workspace_bytes.
   int64_t workspace_size() const;
 
   // Loads the kernels on the current GPU. CudaError without one, or when the plan is for another arch.
@@ -60,7 +63,8 @@ class Plan {
 
   // Runs the plan on `stream` (a CUstream; nullptr is the legacy default stream). `buffers` maps every tensor
   // uid of the graph to device memory. No allocation, no synchronisation, no compile: capturable in a CUDA
-  // graph. Outputs Amax_O / Amax_S are zeroed on the stream first.
+  // graph. Outputs Amax_O / Amax_S are zeroed on the stream first. InvalidArgument for a missing, misaligned or
+  // overlapping buffer or workspace (nothing is launched then).
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
 
   struct State;  // opaque; shared by copies of a plan (immutable once prepared)

@@ -57,7 +57,9 @@ struct RowVerdict {
 std::vector<RowVerdict> match(const Facts& facts);
 // The verdict of one row (the combine row too).
 RowVerdict match_row(const CapabilityRow& row, const Facts& facts);
-// NotSupported listing every row's reason.
-Status not_supported(const Facts& facts, const std::vector<RowVerdict>& verdicts);
+// NotSupported listing every row's reason: the declines of `verdicts`, then `passed_over`, the reasons of rows
+// that accepted the facts but whose heuristics found no configuration.
+Status not_supported(const Facts& facts, const std::vector<RowVerdict>& verdicts,
+                     const std::vector<std::string>& passed_over = {});
 
 }  // namespace rime

@@ -8,8 +8,10 @@
 
 namespace rime {
 
-// A closed set. Keep the codes apart: InvalidGraph means the user is wrong, NotSupported means the graph is
-// valid but no capability row serves it (the message carries every row's reason), Internal means rime is wrong.
+// A closed set. Keep the codes apart: InvalidGraph means the graph is wrong, InvalidArgument means a call's other
+// arguments are (unbound or misaligned buffers at execute, a bad arch name, an option out of range),
+// NotSupported means the graph is valid but no capability row serves it (the message carries every row's
+// reason), Internal means rime is wrong. New codes are appended: the numbers are part of the ABI.
 enum class StatusCode : int {
   Ok = 0,
   InvalidGraph,
@@ -19,6 +21,7 @@ enum class StatusCode : int {
   CacheCorrupt,
   CudaError,
   Internal,
+  InvalidArgument,
 };
 
 const char* to_string(StatusCode code) noexcept;

@@ -31,6 +31,19 @@ int bits_of(DataType type) noexcept;
 bool is_fp8(DataType type) noexcept;  // FP8_E4M3 or FP8_E5M2 (not the E8M0 scale type)
 bool is_f16(DataType type) noexcept;  // FP16 or BF16
 
+// Physical layout of a rank-4 [B, H, S, D] tensor, read off its strides.
+enum class Layout : int {
+  Bhsd,        // packed, B H S D
+  Bshd,        // packed, B S H D (token-major)
+  DenseOther,  // packed in another dim order, unit stride on D
+  Strided,     // unit stride on D, gaps elsewhere (e.g. Q/K/V sliced from a fused projection)
+};
+std::string_view to_string(Layout layout) noexcept;
+
+// The two sf_o stride sets of SPEC section 5.
+enum class SfLayout : int { Planes, TokenMajor };
+std::string_view to_string(SfLayout layout) noexcept;
+
 // A tensor of the graph. dims are logical; strides are in elements and give the physical layout. An FP4
 // tensor's strides are in FP4 elements too: its byte container halves the unit-stride extent and every other
 // stride, so those must be even.

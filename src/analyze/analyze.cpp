@@ -1,42 +1,11 @@
 // analyze(): the one place that reads a graph to derive what every later stage needs.
 #include <fmt/format.h>
 
-#include <cctype>
-
 #include "graph/geometry.hpp"
 #include "rime/facts.hpp"
 #include "status_macros.hpp"
 
 namespace rime {
-
-std::string DeviceDesc::arch_name() const { return fmt::format("sm_{}{}", arch, arch_specific ? "a" : ""); }
-
-Result<DeviceDesc> DeviceDesc::from_arch(std::string_view text, int sm_count) {
-  DeviceDesc d = h200();
-  std::string_view s = text;
-  if (s.substr(0, 3) == "sm_") s.remove_prefix(3);
-  bool specific = false;
-  if (!s.empty() && s.back() == 'a') {
-    specific = true;
-    s.remove_suffix(1);
-  }
-  int value = 0;
-  if (s.empty() || s.size() > 3) return Status(StatusCode::InvalidGraph, fmt::format("bad arch '{}'", text));
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c)))
-      return Status(StatusCode::InvalidGraph, fmt::format("bad arch '{}' (expected e.g. sm_90a, sm_89)", text));
-    value = value * 10 + (c - '0');
-  }
-  if (value < 50 || value > 130)
-    return Status(StatusCode::InvalidGraph, fmt::format("arch '{}' is outside sm_50..sm_130", text));
-  if (sm_count < 1 || sm_count > 1024)
-    return Status(StatusCode::InvalidGraph, fmt::format("SM count {} is outside 1..1024", sm_count));
-  d.arch = value;
-  d.arch_specific = specific;
-  d.sm_count = sm_count;
-  d.name = "given by --arch/--sms";
-  return d;
-}
 
 std::string MaskFacts::describe() const {
   std::string s;
@@ -53,13 +22,19 @@ std::string MaskFacts::describe() const {
 std::string Facts::o_format() const {
   if (o_block_scale == 16) return "NVFP4";
   if (o_block_scale == 32) return "MXFP8";
-  return std::string(to_string(o.dtype));
+  return std::string(to_string(o().dtype));
 }
 
 namespace {
 TensorFacts tensor_facts(const TensorDesc& t) {
   TensorFacts f;
+  f.bound = true;
+  f.uid = t.uid;
+  f.name = t.name;
   f.dtype = t.dtype;
+  f.dims = t.dims;
+  f.strides = t.strides;
+  f.storage_bytes = tensor_storage_bytes(t);
   f.layout = classify_layout(t.dims, t.strides);
   // 16-byte vectors need every stride but the unit one to be a multiple of 16 bytes.
   const int bits = bits_of(t.dtype);
@@ -86,10 +61,8 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
   f.S_kv = k.dims[2];
   f.D_v = v.dims[3];
   f.group = f.H_q / f.H_kv;
-  f.q = tensor_facts(q);
-  f.k = tensor_facts(k);
-  f.v = tensor_facts(v);
-  f.o = tensor_facts(o);
+  for (int r = 0; r < kRoleCount; ++r)
+    if (const TensorDesc* t = graph.operand(static_cast<Role>(r))) f.tensors[r] = tensor_facts(*t);
   f.is_fp8 = op.kind == OpKind::SdpaFp8;
   f.is_mxfp8 = op.kind == OpKind::SdpaMxfp8;
   f.mask.causal = a.causal;

@@ -6,20 +6,6 @@
 
 namespace rime {
 
-std::string_view to_string(Layout layout) noexcept {
-  switch (layout) {
-    case Layout::Bhsd: return "bhsd";
-    case Layout::Bshd: return "bshd";
-    case Layout::DenseOther: return "dense-other";
-    case Layout::Strided: return "strided";
-  }
-  return "?";
-}
-
-std::string_view to_string(SfLayout layout) noexcept {
-  return layout == SfLayout::Planes ? "planes" : "token-major";
-}
-
 namespace {
 bool dense_in_order(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                     const std::array<int, 4>& order /* slowest to fastest */) {

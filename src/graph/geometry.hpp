@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "rime/facts.hpp"
 #include "rime/types.hpp"
 
 namespace rime {

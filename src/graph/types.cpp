@@ -39,6 +39,20 @@ int bits_of(DataType type) noexcept {
 bool is_fp8(DataType type) noexcept { return type == DataType::FP8_E4M3 || type == DataType::FP8_E5M2; }
 bool is_f16(DataType type) noexcept { return type == DataType::FP16 || type == DataType::BF16; }
 
+std::string_view to_string(Layout layout) noexcept {
+  switch (layout) {
+    case Layout::Bhsd: return "bhsd";
+    case Layout::Bshd: return "bshd";
+    case Layout::DenseOther: return "dense-other";
+    case Layout::Strided: return "strided";
+  }
+  return "?";
+}
+
+std::string_view to_string(SfLayout layout) noexcept {
+  return layout == SfLayout::Planes ? "planes" : "token-major";
+}
+
 std::vector<int64_t> TensorDesc::packed_strides(const std::vector<int64_t>& dims) {
   // Saturates instead of overflowing, so that absurd dims reach validate() and its overflow message.
   std::vector<int64_t> strides(dims.size(), 1);

@@ -52,11 +52,11 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   if (!contains(row.ops, f.op))
     return Decline{"op", fmt::format("op {} not in {}", to_string(f.op),
                                      set_of(row.ops, [](OpKind k) { return std::string(to_string(k)); }))};
-  if (!contains(row.input_dtypes, f.q.dtype))
+  if (!contains(row.input_dtypes, f.q().dtype))
     return Decline{"input_dtypes",
-                   fmt::format("Q/K/V dtype {} not in {}", to_string(f.q.dtype),
+                   fmt::format("Q/K/V dtype {} not in {}", to_string(f.q().dtype),
                                set_of(row.input_dtypes, [](DataType t) { return std::string(to_string(t)); }))};
-  if (f.o.dtype == DataType::FP4_E2M1 && f.o_block_scale == 0)
+  if (f.o().dtype == DataType::FP4_E2M1 && f.o_block_scale == 0)
     return Decline{"o_formats", "an FP4_E2M1 O is served only as a block-scaled O with sf_o"};
   if (!contains(row.o_formats, f.o_format()))
     return Decline{"o_formats", fmt::format("O format {} not in {}", f.o_format(), set_of(row.o_formats))};
@@ -72,7 +72,7 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   }
   for (const std::string& m : mask_features(f.mask))
     if (!contains(row.masks, m)) return Decline{"masks", fmt::format("mask {} not in {}", m, set_of(row.masks))};
-  const std::pair<const char*, const TensorFacts*> tensors[] = {{"Q", &f.q}, {"K", &f.k}, {"V", &f.v}, {"O", &f.o}};
+  const std::pair<const char*, const TensorFacts*> tensors[] = {{"Q", &f.q()}, {"K", &f.k()}, {"V", &f.v()}, {"O", &f.o()}};
   for (const auto& [name, t] : tensors) {
     if (!contains(row.layouts, t->layout))
       return Decline{"layouts", fmt::format("{} layout {} not in {}", name, to_string(t->layout),
@@ -134,11 +134,13 @@ std::vector<RowVerdict> match(const Facts& facts) {
   return out;
 }
 
-Status not_supported(const Facts& facts, const std::vector<RowVerdict>& verdicts) {
+Status not_supported(const Facts& facts, const std::vector<RowVerdict>& verdicts,
+                     const std::vector<std::string>& passed_over) {
   std::string msg = fmt::format("no capability row serves this {} graph on {}:", to_string(facts.op),
                                 facts.device.arch_name());
   for (const RowVerdict& v : verdicts)
     if (!v.accepted) msg += "\n  " + v.reason;
+  for (const std::string& reason : passed_over) msg += "\n  " + reason;
   return Status(StatusCode::NotSupported, msg);
 }
 

@@ -5,15 +5,16 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "rime/graph.hpp"
+#include "rime/facts.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
 
-// Every tensor of the op bound to a non-null buffer; 16-byte alignment for [.., D] tensors (cp.async and
-// vector stores), 4 for the rest; no output overlapping any other operand or the workspace (an output written
-// over an input races with the kernel reading it; SPEC section 5 asks it of sf_o in particular).
-Status check_bindings(const Graph& graph, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
+// Every operand bound to a non-null buffer; 16-byte alignment for [.., D] tensors (cp.async, TMA and vector
+// stores), 4 for the rest; no output overlapping any other operand or the workspace (an output written over an
+// input races with the kernel reading it; SPEC section 5 asks it of sf_o in particular). InvalidArgument
+// otherwise.
+Status check_bindings(const Facts& facts, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
                       int64_t workspace_bytes);
 
 }  // namespace rime

@@ -1,15 +1,20 @@
 #include "plan/facts_json.hpp"
 
+#include <fmt/format.h>
+
+#include "json/checked.hpp"
+#include "status_macros.hpp"
+
 namespace rime {
 
 nlohmann::json facts_to_json(const Facts& f) {
   nlohmann::json j{{"op", to_string(f.op)},
                    {"B", f.B}, {"H_q", f.H_q}, {"H_kv", f.H_kv}, {"group", f.group},
                    {"S_q", f.S_q}, {"S_kv", f.S_kv}, {"D_qk", f.D_qk}, {"D_v", f.D_v},
-                   {"qkv_dtype", to_string(f.q.dtype)}, {"o_dtype", to_string(f.o.dtype)},
+                   {"qkv_dtype", to_string(f.q().dtype)}, {"o_dtype", to_string(f.o().dtype)},
                    {"o_format", f.o_format()},
-                   {"layouts", {to_string(f.q.layout), to_string(f.k.layout), to_string(f.v.layout),
-                                to_string(f.o.layout)}},
+                   {"layouts", {to_string(f.q().layout), to_string(f.k().layout), to_string(f.v().layout),
+                                to_string(f.o().layout)}},
                    {"mask", f.mask.describe()},
                    {"has_sink", f.has_sink}, {"wants_stats", f.wants_stats}, {"stats_log2", f.stats_log2},
                    {"wants_amax_s", f.wants_amax_s}, {"wants_amax_o", f.wants_amax_o},
@@ -22,40 +27,62 @@ nlohmann::json facts_to_json(const Facts& f) {
   return j;
 }
 
-nlohmann::json config_to_json(const Config& c) {
-  nlohmann::json j{{"row", c.row_id},
-                   {"engine", c.engine},
-                   {"tile", {{"q", c.tile.q}, {"kv", c.tile.kv}}},
-                   {"split_kv", c.split_kv},
-                   {"packed_rows", c.packed_rows},
-                   {"q_tiles", c.q_tiles},
-                   {"kv_tiles", c.kv_tiles},
-                   {"tile_reason", c.tile_reason},
-                   {"split_reason", c.split_reason},
-                   {"workspace_bytes", c.workspace_bytes},
-                   {"smem_bytes", c.smem_bytes}};
+nlohmann::json decision_to_json(const Decision& d) {
+  nlohmann::json j{{"row", d.row_id},
+                   {"tile", {{"q", d.tile.q}, {"kv", d.tile.kv}}},
+                   {"split_kv", d.split_kv},
+                   {"tile_reason", d.tile_reason},
+                   {"split_reason", d.split_reason}};
   j["split_candidates"] = nlohmann::json::array();
-  for (const SplitCandidate& s : c.split_candidates)
+  for (const SplitCandidate& s : d.split_candidates)
     j["split_candidates"].push_back({{"split", s.split}, {"waves", s.waves}, {"cost", s.cost}});
   return j;
 }
 
-Config config_from_json(const nlohmann::json& j) {
-  Config c;
-  c.row_id = j.at("row").get<std::string>();
-  c.engine = j.at("engine").get<std::string>();
-  c.tile = {j.at("tile").at("q").get<int>(), j.at("tile").at("kv").get<int>()};
-  c.split_kv = j.at("split_kv").get<int>();
-  c.packed_rows = j.at("packed_rows").get<int64_t>();
-  c.q_tiles = j.at("q_tiles").get<int64_t>();
-  c.kv_tiles = j.at("kv_tiles").get<int64_t>();
-  c.tile_reason = j.at("tile_reason").get<std::string>();
-  c.split_reason = j.at("split_reason").get<std::string>();
-  c.workspace_bytes = j.at("workspace_bytes").get<int64_t>();
-  c.smem_bytes = j.at("smem_bytes").get<int64_t>();
-  for (const auto& s : j.at("split_candidates"))
-    c.split_candidates.push_back({s.at("split").get<int>(), s.at("waves").get<int64_t>(), s.at("cost").get<double>()});
-  return c;
+nlohmann::json derived_to_json(const Derived& d) {
+  nlohmann::json j{{"engine", d.engine},          {"packed_rows", d.packed_rows},
+                   {"q_tiles", d.q_tiles},        {"kv_tiles", d.kv_tiles},
+                   {"threads", d.threads},        {"smem_bytes", d.smem_bytes},
+                   {"workspace_bytes", d.workspace_bytes}};
+  j["workspace"] = nlohmann::json::array();
+  for (const WorkspaceRegion& r : d.workspace)
+    j["workspace"].push_back({{"name", r.name}, {"offset", r.offset}, {"bytes", r.bytes}});
+  j["stages"] = nlohmann::json::array();
+  for (const KernelStage& s : d.stages)
+    j["stages"].push_back({{"role", s.role},
+                           {"engine", s.spec.engine},
+                           {"header", s.spec.header},
+                           {"name_expression", s.spec.name_expression},
+                           {"params_type", s.spec.params_type},
+                           {"arch", s.spec.arch},
+                           {"grid", s.grid},
+                           {"block", s.block},
+                           {"smem_bytes", s.smem_bytes}});
+  return j;
+}
+
+Result<Decision> decision_from_json(const nlohmann::json& j, const std::string& ptr) {
+  namespace jc = json_checked;
+  Decision d;
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "row", d.row_id, ptr));
+  const nlohmann::json* tile = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "tile", tile, ptr));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*tile, "q", d.tile.q, ptr + "/tile"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*tile, "kv", d.tile.kv, ptr + "/tile"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(j, "split_kv", d.split_kv, ptr));
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "tile_reason", d.tile_reason, ptr));
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "split_reason", d.split_reason, ptr));
+  const nlohmann::json* candidates = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_array(j, "split_candidates", candidates, ptr));
+  for (size_t i = 0; i < candidates->size(); ++i) {
+    const std::string at = fmt::format("{}/split_candidates/{}", ptr, i);
+    SplitCandidate c;
+    RIME_RETURN_IF_ERROR(jc::get_int32((*candidates)[i], "split", c.split, at));
+    RIME_RETURN_IF_ERROR(jc::get_int((*candidates)[i], "waves", c.waves, at));
+    RIME_RETURN_IF_ERROR(jc::get_number((*candidates)[i], "cost", c.cost, at));
+    d.split_candidates.push_back(c);
+  }
+  return d;
 }
 
 }  // namespace rime

@@ -1,7 +1,8 @@
-// Internal: the JSON summary of Facts and Config shared by plan artifacts and `rime plan --json`.
+// Internal: the JSON forms of Facts, Decision and Derived, shared by plan artifacts and `rime plan --json`.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "rime/config.hpp"
 #include "rime/facts.hpp"
@@ -9,9 +10,10 @@
 namespace rime {
 
 nlohmann::json facts_to_json(const Facts& f);
-nlohmann::json config_to_json(const Config& c);
-// Reads what config_to_json wrote (the candidates are kept as recorded). Throws nlohmann exceptions on bad input;
-// the caller catches.
-Config config_from_json(const nlohmann::json& j);
+nlohmann::json decision_to_json(const Decision& d);
+nlohmann::json derived_to_json(const Derived& d);
+// Reads what decision_to_json wrote, every field type-checked (InvalidJson naming the pointer otherwise). Never
+// throws.
+Result<Decision> decision_from_json(const nlohmann::json& j, const std::string& pointer);
 
 }  // namespace rime

@@ -1,12 +1,14 @@
-// Plan: build (analyze -> match -> choose -> compile), load from an artifact, and execute.
+// Plan: build (analyze -> match -> choose -> compile), load from an artifact (re-derived, never trusted), and
+// execute through the chosen row's engine.
 #include "rime/plan.hpp"
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
-#include "heuristics/tile.hpp"
-#include "jit/kernel_spec.hpp"
+#include "cache/get_kernel.hpp"
+#include "engine.hpp"
+#include "json/checked.hpp"
 #include "log/log.hpp"
 #include "plan/bindings.hpp"
 #include "plan/facts_json.hpp"
@@ -14,96 +16,50 @@
 #include "rime/version.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/module.hpp"
-#include "sdpa_mma/launch.hpp"
-#include "sdpa_wgmma/launch.hpp"
 #include "status_macros.hpp"
 
 namespace rime {
 
 namespace {
-
-constexpr int kPlanFormatVersion = 1;
-
-// The kernels a plan launches, in order: the V^T pre-pass (wgmma engine), the attention kernel, the combine
-// (split plans).
-enum class StageRole { VtPrepass, Attention, Combine };
-
-// Per role, in StageRole order: its name in plans and the text of a failed launch (no formatting in execute;
-// the launch is cuLaunchKernel or, programmatic, cuLaunchKernelEx).
-struct StageNames {
-  const char* role;
-  const char* launch;
-};
-constexpr StageNames kStageNames[] = {{"v_transpose", "launch of the v_transpose kernel"},
-                                      {"attention", "launch of the attention kernel"},
-                                      {"combine", "launch of the combine kernel"}};
-const char* role_name(StageRole r) { return kStageNames[static_cast<int>(r)].role; }
-const char* launch_what(StageRole r) { return kStageNames[static_cast<int>(r)].launch; }
-
-struct Stage {
-  StageRole role;
-  engines::Launch launch{};
-  CUfunction fn = nullptr;
-};
-
+// Version 2: the artifact records the decision and re-derives the rest (version 1 trusted its recorded sizes).
+constexpr int kPlanFormatVersion = 2;
 }  // namespace
 
 struct Plan::State {
   Graph graph;
   Facts facts;
   Config config;
+  const engines::Engine* engine = nullptr;
   std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
-  std::vector<Stage> stages;
+  std::vector<CUfunction> functions;  // one per stage once prepared
+  std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
 };
 
 namespace {
 
-bool is_wgmma(const Config& c) { return c.engine == heuristics::kWgmmaEngine; }
-
-std::vector<std::pair<StageRole, KernelSpec>> kernel_stages(const Facts& f, const Config& c) {
-  const std::string arch = f.device.arch_name();
-  std::vector<std::pair<StageRole, KernelSpec>> stages;
-  if (is_wgmma(c)) {
-    stages.emplace_back(StageRole::VtPrepass, engines::vt_prepass_spec(f, arch));
-    stages.emplace_back(StageRole::Attention, engines::sdpa_wgmma_spec(f, c, arch));
-  } else {
-    stages.emplace_back(StageRole::Attention, engines::sdpa_mma_spec(f, c, arch));
-  }
-  if (c.split_kv > 1) stages.emplace_back(StageRole::Combine, engines::combine_spec(f, arch));
-  return stages;
-}
-
-std::vector<KernelSpec> kernel_specs(const Facts& f, const Config& c) {
-  std::vector<KernelSpec> specs;
-  for (auto& [role, spec] : kernel_stages(f, c)) specs.push_back(spec);
-  return specs;
-}
-
-engines::Launch stage_launch(StageRole role, const Facts& f, const Config& c) {
-  switch (role) {
-    case StageRole::VtPrepass: return engines::vt_prepass_launch(f);
-    case StageRole::Attention: return is_wgmma(c) ? engines::sdpa_wgmma_launch(f, c) : engines::sdpa_mma_launch(f, c);
-    case StageRole::Combine: return engines::combine_launch(f);
-  }
-  return {};
-}
-
-// Compiles (or fetches from the caches) the kernel of every stage the plan's configuration implies.
+// Compiles (or fetches from the caches) the kernel of every stage of the configuration.
 Status compile_all(Plan::State& s) {
   s.compiled.clear();
   s.infos.clear();
-  s.stages.clear();
-  for (const auto& [role, spec] : kernel_stages(s.facts, s.config)) {
-    auto k = get_kernel(spec);
+  s.launch_failure.clear();
+  for (const KernelStage& stage : s.config.derived.stages) {
+    auto k = get_kernel(stage.spec);
     if (!k.ok()) return k.status();
     const CompiledKernel& ck = *k->kernel;
     s.compiled.push_back(k->kernel);
-    s.infos.push_back(KernelInfo{role_name(role), ck.spec.engine, ck.spec.name_expression, ck.lowered_name, ck.key,
+    s.infos.push_back(KernelInfo{stage.role, ck.spec.engine, ck.spec.name_expression, ck.lowered_name, ck.key,
                                  ck.spec.arch, k->origin, ck.compile_ms, static_cast<int64_t>(ck.cubin.size())});
-    s.stages.push_back(Stage{role, stage_launch(role, s.facts, s.config), nullptr});
+    s.launch_failure.push_back(fmt::format("launch of the {} kernel", stage.role));
   }
+  return Status::success();
+}
+
+Status find_engine(Plan::State& s) {
+  s.engine = engines::find_engine(s.config.derived.engine);
+  if (!s.engine)
+    return Status(StatusCode::Internal, fmt::format("engine {} is not registered", s.config.derived.engine));
   return Status::success();
 }
 
@@ -114,6 +70,16 @@ void prepare_if_local(Plan& plan) {
     Status s = plan.prepare();
     if (!s.ok()) log::warn("plan built but not loaded: {}", s.message());
   }
+}
+
+// The first place where two JSON values differ, as "<pointer>: recorded A, derived B".
+std::string first_difference(const nlohmann::json& recorded, const nlohmann::json& derived, const std::string& base) {
+  const nlohmann::json patch = nlohmann::json::diff(recorded, derived);
+  if (patch.empty()) return {};
+  const std::string path = patch[0].value("path", "");
+  const nlohmann::json::json_pointer ptr(path);
+  auto show = [&](const nlohmann::json& j) { return j.contains(ptr) ? j.at(ptr).dump() : std::string("(absent)"); };
+  return fmt::format("{}{}: the artifact records {}, its decision derives {}", base, path, show(recorded), show(derived));
 }
 
 }  // namespace
@@ -129,12 +95,13 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   plan.state_ = std::make_shared<State>();
   State& s = *plan.state_;
   s.graph = graph;
-  Result<Facts> facts = analyze(graph, device);
+  Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
   s.facts = facts.value();
   Result<Config> config = choose(s.facts, match(s.facts));
   if (!config.ok()) return config.status();
   s.config = config.value();
+  RIME_RETURN_IF_ERROR(find_engine(s));
   RIME_RETURN_IF_ERROR(compile_all(s));
   prepare_if_local(plan);
   return plan;
@@ -152,64 +119,113 @@ std::string Plan::to_json() const {
                  {"smem_per_block", s.facts.device.smem_per_block},
                  {"smem_per_sm", s.facts.device.smem_per_sm}};
   j["facts"] = facts_to_json(s.facts);
-  j["config"] = config_to_json(s.config);
+  j["decision"] = decision_to_json(s.config.decision);
+  j["derived"] = derived_to_json(s.config.derived);
   j["kernels"] = nlohmann::json::array();
   for (size_t i = 0; i < s.compiled.size(); ++i) {
     const CompiledKernel& k = *s.compiled[i];
     j["kernels"].push_back({{"role", s.infos[i].role},
-                            {"engine", k.spec.engine},
-                            {"header", k.spec.header},
-                            {"params_type", k.spec.params_type},
-                            {"name_expression", k.spec.name_expression},
-                            {"arch", k.spec.arch},
-                            {"lowered_name", k.lowered_name},
                             {"key", k.key},
+                            {"lowered_name", k.lowered_name},
                             {"cubin_bytes", static_cast<int64_t>(k.cubin.size())}});
   }
-  j["workspace_bytes"] = s.config.workspace_bytes;
   return j.dump(2) + "\n";
 }
 
 Result<Plan> Plan::load(const std::string& artifact) {
-  nlohmann::json j = nlohmann::json::parse(artifact, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status(StatusCode::InvalidJson, "plan artifact is not a JSON object");
-  if (j.value("rime_plan", 0) != kPlanFormatVersion)
-    return Status(StatusCode::InvalidJson, fmt::format("plan artifact version {} is not supported (this rime reads {})",
-                                                       j.value("rime_plan", 0), kPlanFormatVersion),
+  namespace jc = json_checked;
+  nlohmann::json j;
+  {
+    Status parsed = jc::parse_object(artifact, j);
+    if (!parsed.ok()) return Status(StatusCode::InvalidJson, "plan artifact " + parsed.message(), parsed.location());
+  }
+  int64_t format = 0;
+  RIME_RETURN_IF_ERROR(jc::get_int(j, "rime_plan", format, ""));
+  if (format != kPlanFormatVersion)
+    return Status(StatusCode::InvalidJson,
+                  fmt::format("plan artifact version {} is not supported (this rime reads {}); rebuild the plan",
+                              format, kPlanFormatVersion),
                   "/rime_plan");
+  std::string version;
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "rime_version", version, ""));
+  if (version != kVersion)
+    return Status(StatusCode::InvalidJson,
+                  fmt::format("plan artifact written by rime {}, this is rime {}; rebuild the plan", version, kVersion),
+                  "/rime_version");
+
   Plan plan;
   plan.state_ = std::make_shared<State>();
   State& s = *plan.state_;
-  try {
-    Result<Graph> g = graph_from_json(j.at("graph").dump());
-    if (!g.ok()) return g.status();
-    s.graph = g.value();
-    Result<DeviceDesc> dev = DeviceDesc::from_arch(j.at("device").at("arch").get<std::string>(),
-                                                   j.at("device").at("sm_count").get<int>());
-    if (!dev.ok()) return dev.status();
-    DeviceDesc device = dev.value();
-    device.smem_per_block = j.at("device").at("smem_per_block").get<int>();
-    device.smem_per_sm = j.at("device").at("smem_per_sm").get<int>();
-    Result<Facts> facts = analyze(s.graph, device);
-    if (!facts.ok()) return facts.status();
-    s.facts = facts.value();
-    s.config = config_from_json(j.at("config"));
-    std::vector<KernelSpec> specs;
-    for (const auto& k : j.at("kernels")) {
-      KernelSpec spec{k.at("engine").get<std::string>(), k.at("header").get<std::string>(),
-                      k.at("name_expression").get<std::string>(), k.at("params_type").get<std::string>(),
-                      k.at("arch").get<std::string>()};
-      auto key = cache_key(spec);
-      if (key.ok() && key.value() != k.at("key").get<std::string>())
-        log::info("plan kernel {}: sources changed since the artifact was written; recompiling", spec.engine);
-      specs.push_back(spec);
-    }
-    if (specs != kernel_specs(s.facts, s.config))
-      return Status(StatusCode::CacheCorrupt, "plan artifact's kernels do not match its configuration");
-    RIME_RETURN_IF_ERROR(compile_all(s));
-  } catch (const std::exception& e) {
-    return Status(StatusCode::InvalidJson, fmt::format("plan artifact: {}", e.what()));
+  const nlohmann::json* graph_json = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "graph", graph_json, ""));
+  Result<Graph> g = parse_graph_json(graph_json->dump());  // analyze() below validates it
+  if (!g.ok()) return Status(g.status().code(), "plan artifact's graph: " + g.status().message(), "/graph" + g.status().location());
+  s.graph = g.value();
+  std::string recorded_hash;
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "graph_hash", recorded_hash, ""));
+  if (recorded_hash != graph_hash(s.graph))
+    return Status(StatusCode::CacheCorrupt, "plan artifact: graph_hash does not match its graph", "/graph_hash");
+
+  const nlohmann::json* dev = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "device", dev, ""));
+  std::string arch;
+  int sm_count = 0, smem_per_block = 0, smem_per_sm = 0;
+  RIME_RETURN_IF_ERROR(jc::get_string(*dev, "arch", arch, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*dev, "sm_count", sm_count, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*dev, "smem_per_block", smem_per_block, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*dev, "smem_per_sm", smem_per_sm, "/device"));
+  Result<DeviceDesc> device = DeviceDesc::from_arch(arch, sm_count);
+  if (!device.ok()) return Status(StatusCode::InvalidJson, "plan artifact: " + device.status().message(), "/device");
+  for (const auto& [name, value] : {std::pair<const char*, int>{"smem_per_block", smem_per_block}, {"smem_per_sm", smem_per_sm}})
+    if (value < 1 || value > (1 << 24))
+      return Status(StatusCode::InvalidJson, fmt::format("plan artifact: {} {} is outside 1..{}", name, value, 1 << 24),
+                    std::string("/device/") + name);
+  device->smem_per_block = smem_per_block;
+  device->smem_per_sm = smem_per_sm;
+  Result<Facts> facts = analyze(s.graph, device.value());
+  if (!facts.ok()) return Status(facts.status().code(), "plan artifact's graph: " + facts.status().message(), facts.status().location());
+  s.facts = facts.value();
+
+  const nlohmann::json* decision_json = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "decision", decision_json, ""));
+  Result<Decision> decision = decision_from_json(*decision_json, "/decision");
+  if (!decision.ok()) return decision.status();
+  // The recorded row must still accept the graph and the knobs its domain; everything else is derived again.
+  Result<Derived> derived = derive(s.facts, decision.value());
+  if (!derived.ok())
+    return Status(derived.status().code(), "plan artifact's decision: " + derived.status().message(), "/decision");
+  s.config = Config{decision.value(), derived.value()};
+
+  const nlohmann::json* recorded = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "derived", recorded, ""));
+  const std::string diff = first_difference(*recorded, derived_to_json(s.config.derived), "/derived");
+  if (!diff.empty()) return Status(StatusCode::CacheCorrupt, "plan artifact: " + diff, "/derived");
+
+  // Each kernel's key: a key that differs means other sources than this build's (or an edit).
+  const nlohmann::json* kernels = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_array(j, "kernels", kernels, ""));
+  const auto& stages = s.config.derived.stages;
+  if (kernels->size() != stages.size())
+    return Status(StatusCode::CacheCorrupt,
+                  fmt::format("plan artifact lists {} kernels, its decision derives {} stages", kernels->size(),
+                              stages.size()),
+                  "/kernels");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const std::string at = fmt::format("/kernels/{}", i);
+    std::string role, key;
+    RIME_RETURN_IF_ERROR(jc::get_string((*kernels)[i], "role", role, at));
+    RIME_RETURN_IF_ERROR(jc::get_string((*kernels)[i], "key", key, at));
+    Result<std::string> expected = cache_key(stages[i].spec);
+    if (!expected.ok()) return expected.status();
+    if (role != stages[i].role || key != expected.value())
+      return Status(StatusCode::CacheCorrupt,
+                    fmt::format("plan artifact: kernel {} is {} with key {}, this build derives {} with key {} (other "
+                                "sources, or an edit); rebuild the plan",
+                                i, role, key.substr(0, 16), stages[i].role, expected->substr(0, 16)),
+                    at);
   }
+  RIME_RETURN_IF_ERROR(find_engine(s));
+  RIME_RETURN_IF_ERROR(compile_all(s));
   prepare_if_local(plan);
   return plan;
 }
@@ -218,7 +234,7 @@ const Graph& Plan::graph() const { return state_->graph; }
 const Facts& Plan::facts() const { return state_->facts; }
 const Config& Plan::config() const { return state_->config; }
 const std::vector<KernelInfo>& Plan::kernels() const { return state_->infos; }
-int64_t Plan::workspace_size() const { return state_->config.workspace_bytes; }
+int64_t Plan::workspace_size() const { return state_->config.derived.workspace_bytes; }
 bool Plan::prepared() const { return state_->prepared; }
 
 Status Plan::prepare() {
@@ -229,11 +245,13 @@ Status Plan::prepare() {
   if (gpu->arch != s.facts.device.arch)
     return Status(StatusCode::CudaError, fmt::format("plan is for {}, the GPU is {} ({})", s.facts.device.arch_name(),
                                                      gpu->arch_name(), gpu->name));
-  for (size_t i = 0; i < s.stages.size(); ++i) {
-    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(s.stages[i].launch.smem));
+  std::vector<CUfunction> functions;
+  for (size_t i = 0; i < s.compiled.size(); ++i) {
+    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(s.config.derived.stages[i].smem_bytes));
     if (!fn.ok()) return fn.status();
-    s.stages[i].fn = fn.value();
+    functions.push_back(fn.value());
   }
+  s.functions = std::move(functions);
   s.prepared = true;
   return Status::success();
 }
@@ -242,51 +260,50 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
   const State& s = *state_;
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
-  const SdpaOp& op = *s.graph.op();
-  RIME_RETURN_IF_ERROR(check_bindings(s.graph, buffers, workspace, s.config.workspace_bytes));
+  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
   const driver::Api* api = driver::api();
   CUstream cu_stream = static_cast<CUstream>(stream);
   for (Role r : {Role::AmaxO, Role::AmaxS}) {
-    if (auto uid = op.operand(r)) {
+    if (const TensorFacts& t = s.facts.operand(r); t.bound) {
       RIME_RETURN_IF_ERROR(driver::check(
-          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffers.find(*uid)->second), 0, 1, cu_stream),
+          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffers.find(t.uid)->second), 0, 1, cu_stream),
           "cuMemsetD32Async(Amax)"));
     }
   }
-  SdpaParams params = is_wgmma(s.config) ? engines::sdpa_wgmma_params(s.graph, s.facts, s.config, buffers, workspace)
-                                         : engines::sdpa_mma_params(s.graph, s.facts, s.config, buffers, workspace);
-  CombineParams combine{};
-  if (s.config.split_kv > 1) combine = engines::combine_params(s.graph, s.facts, s.config, buffers, workspace);
+  engines::StageParams params;  // storage on the stack: the launch copies each block at the call
+  RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace}, params));
   // Programmatic dependent launch (sm_90+): a stage after the first may launch while its predecessor's CTAs
   // still run (they allow it with griddepcontrol.launch_dependents) and waits in the kernel
   // (griddepcontrol.wait) before it reads what the predecessor wrote, so its launch and prologue hide behind
   // the predecessor's tail. The first stage launches plainly: it must follow everything before it.
   const bool programmatic = s.facts.device.arch >= 90 && api->cuLaunchKernelEx != nullptr;
-  for (size_t n = 0; n < s.stages.size(); ++n) {
-    const Stage& stage = s.stages[n];
-    // The launch copies the parameter block at the call, so the locals may go after it.
-    void* args[] = {stage.role == StageRole::Combine ? static_cast<void*>(&combine) : static_cast<void*>(&params)};
-    const engines::Launch& l = stage.launch;
+  const auto& stages = s.config.derived.stages;
+  for (size_t n = 0; n < stages.size(); ++n) {
+    const KernelStage& stage = stages[n];
+    void* args[] = {params[n].bytes};
+    const unsigned gx = static_cast<unsigned>(stage.grid[0]), gy = static_cast<unsigned>(stage.grid[1]),
+                   gz = static_cast<unsigned>(stage.grid[2]);
+    const unsigned block = static_cast<unsigned>(stage.block), smem = static_cast<unsigned>(stage.smem_bytes);
     if (n > 0 && programmatic) {
       CUlaunchAttribute attr{};
       attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attr.value.programmaticStreamSerializationAllowed = 1;
       CUlaunchConfig config{};
-      config.gridDimX = l.grid[0];
-      config.gridDimY = l.grid[1];
-      config.gridDimZ = l.grid[2];
-      config.blockDimX = l.block;
+      config.gridDimX = gx;
+      config.gridDimY = gy;
+      config.gridDimZ = gz;
+      config.blockDimX = block;
       config.blockDimY = config.blockDimZ = 1;
-      config.sharedMemBytes = l.smem;
+      config.sharedMemBytes = smem;
       config.hStream = cu_stream;
       config.attrs = &attr;
       config.numAttrs = 1;
       RIME_RETURN_IF_ERROR(
-          driver::check(api->cuLaunchKernelEx(&config, stage.fn, args, nullptr), launch_what(stage.role)));
+          driver::check(api->cuLaunchKernelEx(&config, s.functions[n], args, nullptr), s.launch_failure[n].c_str()));
     } else {
-      RIME_RETURN_IF_ERROR(driver::check(api->cuLaunchKernel(stage.fn, l.grid[0], l.grid[1], l.grid[2], l.block, 1,
-                                                             1, l.smem, cu_stream, args, nullptr),
-                                         launch_what(stage.role)));
+      RIME_RETURN_IF_ERROR(driver::check(
+          api->cuLaunchKernel(s.functions[n], gx, gy, gz, block, 1, 1, smem, cu_stream, args, nullptr),
+          s.launch_failure[n].c_str()));
     }
   }
   return Status::success();

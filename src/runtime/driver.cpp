@@ -46,35 +46,14 @@ const Loaded& loaded() {
               load_symbol(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, err) &&
               load_symbol(lib, "cuCtxGetCurrent", a.cuCtxGetCurrent, err) &&
               load_symbol(lib, "cuCtxGetDevice", a.cuCtxGetDevice, err) &&
-              load_symbol(lib, "cuCtxSynchronize", a.cuCtxSynchronize, err) &&
               load_symbol(lib, "cuModuleLoadData", a.cuModuleLoadData, err) &&
-              load_symbol(lib, "cuModuleUnload", a.cuModuleUnload, err) &&
               load_symbol(lib, "cuModuleGetFunction", a.cuModuleGetFunction, err) &&
               load_symbol(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, err) &&
               load_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, err) &&
-              load_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, err) &&
-              load_symbol(lib, "cuMemFree_v2", a.cuMemFree, err) &&
-              load_symbol(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, err) &&
-              load_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, err) &&
-              load_symbol(lib, "cuMemsetD8Async", a.cuMemsetD8Async, err) &&
-              load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err) &&
-              load_symbol(lib, "cuMemsetD8_v2", a.cuMemsetD8, err) &&
-              load_symbol(lib, "cuStreamCreate", a.cuStreamCreate, err) &&
-              load_symbol(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, err) &&
-              load_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, err) &&
-              load_symbol(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, err) &&
-              load_symbol(lib, "cuStreamEndCapture", a.cuStreamEndCapture, err) &&
-              load_symbol(lib, "cuGraphInstantiateWithFlags", a.cuGraphInstantiate, err) &&
-              load_symbol(lib, "cuGraphLaunch", a.cuGraphLaunch, err) &&
-              load_symbol(lib, "cuGraphExecDestroy", a.cuGraphExecDestroy, err) &&
-              load_symbol(lib, "cuGraphDestroy", a.cuGraphDestroy, err) &&
-              load_symbol(lib, "cuEventCreate", a.cuEventCreate, err) &&
-              load_symbol(lib, "cuEventDestroy_v2", a.cuEventDestroy, err) &&
-              load_symbol(lib, "cuEventRecord", a.cuEventRecord, err) &&
-              load_symbol(lib, "cuEventSynchronize", a.cuEventSynchronize, err) &&
-              load_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, err);
+              load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err);
     if (!ok) return out;
     a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
+    a.cuTensorMapEncodeTiled = reinterpret_cast<decltype(a.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
     CUresult r = a.cuInit(0);
     if (r != CUDA_SUCCESS) {
       const char* s = nullptr;

@@ -6,13 +6,14 @@
 
 #include <string>
 
-#include "rime/facts.hpp"
+#include "rime/device.hpp"
 #include "rime/status.hpp"
 
 namespace rime::driver {
 
-// Function pointers of the driver entry points rime uses. Loaded once; api() returns nullptr when there is no
-// driver (then load_status() says why).
+// Function pointers of the driver entry points the library calls (and no others: the testing library in
+// tools/testing loads its own allocation, copy, stream, event and graph calls). Loaded once; api() returns
+// nullptr when there is no driver (then load_status() says why).
 struct Api {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuGetErrorString)(CUresult, const char**);
@@ -24,36 +25,18 @@ struct Api {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxGetDevice)(CUdevice*);
-  CUresult (*cuCtxSynchronize)();
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
-  CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
-  // Optional (nullptr when the driver lacks it): launches with attributes, for programmatic dependent launch.
-  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
-  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
-  CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
-  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
-  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
-  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*cuStreamCreate)(CUstream*, unsigned);
-  CUresult (*cuStreamDestroy)(CUstream);
-  CUresult (*cuStreamSynchronize)(CUstream);
-  CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
-  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
-  CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
-  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
-  CUresult (*cuGraphExecDestroy)(CUgraphExec);
-  CUresult (*cuGraphDestroy)(CUgraph);
-  CUresult (*cuEventCreate)(CUevent*, unsigned);
-  CUresult (*cuEventDestroy)(CUevent);
-  CUresult (*cuEventRecord)(CUevent, CUstream);
-  CUresult (*cuEventSynchronize)(CUevent);
-  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  // Optional (nullptr when the driver lacks them): launches with attributes, for programmatic dependent launch;
+  // tensor maps for engines that load with TMA.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 };
 
 const Api* api();

@@ -10,6 +10,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "common/params.h"
+#include "cache/get_kernel.hpp"
 #include "jit/kernel_spec.hpp"
 #include "rime/config.hpp"
 #include "rime/json.hpp"
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
       {"fp8 decode d128 tile 16 split", attn("sdpa_fp8_sm89", RIME_T_E4M3, RIME_T_FP32, 128, 16, RIME_F_STATS | RIME_F_SPLIT | RIME_F_MASK)},
       {"bf16 prefill d128 tile 128", attn("sdpa_f16_sm80", RIME_T_BF16, RIME_T_BF16, 128, 128, RIME_F_MASK)},
       {"bf16 d256 tile 64", attn("sdpa_f16_sm80", RIME_T_BF16, RIME_T_BF16, 256, 64, 0)},
-      {"combine bf16 d128", KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::sdpa_combine<1, 128, 2>", "CombineParams", "sm_90a"}},
+      {"combine bf16 d128", KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::sdpa_combine<1, 128, 2, 4>", "CombineParams", "sm_90a"}},
   };
   fmt::print("{:<32} {:>14} {:>14} {:>14} {:>10}\n", "specialization", "cold compile", "disk hit", "memory hit", "cubin");
   for (const Case& c : cases) {

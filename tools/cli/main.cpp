@@ -73,6 +73,7 @@ int exit_code_for(StatusCode code) {
     case StatusCode::CacheCorrupt: return kExitCacheCorrupt;
     case StatusCode::CudaError: return kExitCudaError;
     case StatusCode::Internal: return kExitInternal;
+    case StatusCode::InvalidArgument: return kExitUsage;
   }
   return kExitInternal;
 }

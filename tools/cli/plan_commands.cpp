@@ -51,10 +51,10 @@ void print_facts(const Facts& f) {
   fmt::print("facts:\n");
   fmt::print("  shape     B {}  H_q {}  H_kv {} (group {})  S_q {}  S_kv {}  D_qk {}  D_v {}\n", f.B, f.H_q, f.H_kv,
              f.group, f.S_q, f.S_kv, f.D_qk, f.D_v);
-  fmt::print("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q.dtype), to_string(f.o.dtype), f.o_format());
-  fmt::print("  layouts   Q {}  K {}  V {}  O {}  (16-byte aligned: {})\n", to_string(f.q.layout),
-             to_string(f.k.layout), to_string(f.v.layout), to_string(f.o.layout),
-             yes_no(f.q.aligned16 && f.k.aligned16 && f.v.aligned16 && f.o.aligned16));
+  fmt::print("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.o().dtype), f.o_format());
+  fmt::print("  layouts   Q {}  K {}  V {}  O {}  (16-byte aligned: {})\n", to_string(f.q().layout),
+             to_string(f.k().layout), to_string(f.v().layout), to_string(f.o().layout),
+             yes_no(f.q().aligned16 && f.k().aligned16 && f.v().aligned16 && f.o().aligned16));
   fmt::print("  mask      {}\n", f.mask.describe());
   std::string outs = "O";
   if (f.wants_stats) outs += f.stats_log2 ? ", Stats (log2)" : ", Stats";
@@ -80,16 +80,21 @@ void print_verdicts(const std::vector<RowVerdict>& verdicts) {
 }
 
 void print_config(const Config& c) {
+  const Decision& d = c.decision;
+  const Derived& x = c.derived;
   fmt::print("choice:\n");
-  fmt::print("  row       {} (engine {})\n", c.row_id, c.engine);
-  fmt::print("  tile      {}x{} ({})\n", c.tile.q, c.tile.kv, c.tile_reason);
-  fmt::print("  grid      {} packed rows per kv head -> {} row tiles; {} KV tiles\n", c.packed_rows, c.q_tiles,
-             c.kv_tiles);
-  fmt::print("  split_kv  {} ({})\n", c.split_kv, c.split_reason);
-  for (const SplitCandidate& s : c.split_candidates)
+  fmt::print("  row       {} (engine {})\n", d.row_id, x.engine);
+  fmt::print("  tile      {}x{} ({})\n", d.tile.q, d.tile.kv, d.tile_reason);
+  fmt::print("  grid      {} packed rows per kv head -> {} row tiles; {} KV tiles\n", x.packed_rows, x.q_tiles,
+             x.kv_tiles);
+  fmt::print("  split_kv  {} ({})\n", d.split_kv, d.split_reason);
+  for (const SplitCandidate& s : d.split_candidates)
     fmt::print("            candidate split {:<4} waves {:<5} cost {:.2f}{}\n", s.split, s.waves, s.cost,
-               s.split == c.split_kv ? "  <- chosen" : "");
-  fmt::print("  workspace {} bytes; shared memory {} bytes per CTA\n", c.workspace_bytes, c.smem_bytes);
+               s.split == d.split_kv ? "  <- chosen" : "");
+  fmt::print("  workspace {} bytes; shared memory {} bytes per CTA\n", x.workspace_bytes, x.smem_bytes);
+  for (const KernelStage& s : x.stages)
+    fmt::print("  stage     {:<11} {} grid [{},{},{}] x {} threads, {} bytes of shared memory\n", s.role,
+               s.spec.name_expression, s.grid[0], s.grid[1], s.grid[2], s.block, s.smem_bytes);
 }
 
 }  // namespace
@@ -113,7 +118,8 @@ int cmd_plan(const Args& args) {
       j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
     if (config.ok()) {
       j["ok"] = true;
-      j["config"] = config_to_json(config.value());
+      j["decision"] = decision_to_json(config->decision);
+      j["derived"] = derived_to_json(config->derived);
     } else {
       j["ok"] = false;
       j["code"] = to_string(config.status().code());
@@ -134,8 +140,8 @@ int cmd_plan(const Args& args) {
   if (!config.ok()) return report_failure(config.status(), args, source);
   const Config& c = config.value();
   if (!args.flag("explain"))
-    fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes\n", source, c.row_id, c.tile.q, c.tile.kv,
-               c.split_kv, c.workspace_bytes);
+    fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes\n", source, c.decision.row_id,
+               c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes);
   return kExitOk;
 }
 

@@ -6,7 +6,7 @@
 #include "cli/cli.hpp"
 #include "rime/plan.hpp"
 #include "runtime/driver.hpp"
-#include "runtime/trial.hpp"
+#include "testing/trial.hpp"
 
 namespace rime::cli {
 
@@ -66,8 +66,9 @@ int cmd_run(const Args& args) {
   }
   const Config& c = plan->config();
   if (!json_out)
-    fmt::print("plan: row {}, tile {}x{}, split_kv {}, workspace {} bytes, for {}\n", c.row_id, c.tile.q, c.tile.kv,
-               c.split_kv, c.workspace_bytes, plan->facts().device.arch_name());
+    fmt::print("plan: row {}, tile {}x{}, split_kv {}, workspace {} bytes, for {}\n", c.decision.row_id,
+               c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes,
+               plan->facts().device.arch_name());
   if (!dev->has_gpu || !plan->prepared()) {
     const std::string why = !dev->has_gpu ? driver::load_status().message()
                                           : "the plan is not for this GPU (see --arch)";
@@ -77,13 +78,13 @@ int cmd_run(const Args& args) {
     else fmt::print("execution skipped: {}\n", why);
     return kExitOk;
   }
-  runtime::TrialInputs inputs = runtime::make_inputs(graph, static_cast<uint64_t>(seed.value()));
-  runtime::TrialOptions topt;
+  testing::TrialInputs inputs = testing::make_inputs(graph, static_cast<uint64_t>(seed.value()));
+  testing::TrialOptions topt;
   topt.check = !args.flag("no-check");
   topt.timing_iterations = args.flag("bench") ? iters.value() : 0;
-  Result<runtime::TrialReport> rep = runtime::run_trial(plan.value(), inputs, topt);
+  Result<testing::TrialReport> rep = testing::run_trial(plan.value(), inputs, topt);
   if (!rep.ok()) return report_failure(rep.status(), args, source);
-  const runtime::TrialReport& r = rep.value();
+  const testing::TrialReport& r = rep.value();
   j["executed"] = true;
   j["check"] = {{"passed", r.passed}, {"rows_checked", r.rows_checked}, {"o_max_abs_err", r.o_max_abs_err},
                 {"o_rel_l2", r.o_rel_l2}, {"elements_outside", r.elements_outside},

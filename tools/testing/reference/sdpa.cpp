@@ -1,11 +1,11 @@
-#include "reference/sdpa.hpp"
+#include "testing/reference/sdpa.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "graph/geometry.hpp"
-#include "reference/formats.hpp"
+#include "testing/reference/formats.hpp"
 
 namespace rime::reference {
 namespace {

@@ -1,10 +1,10 @@
-#include "reference/block_scale.hpp"
+#include "testing/reference/block_scale.hpp"
 
 #include <cmath>
 #include <cstring>
 
 #include "graph/geometry.hpp"
-#include "reference/formats.hpp"
+#include "testing/reference/formats.hpp"
 
 namespace rime::reference {
 namespace {

@@ -1,10 +1,11 @@
 // get_kernel: memory -> disk -> NVRTC, with one compile per key across threads.
+#include "cache/get_kernel.hpp"
+
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
 #include "log/log.hpp"
 
 namespace rime {

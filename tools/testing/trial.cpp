@@ -1,4 +1,4 @@
-#include "runtime/trial.hpp"
+#include "testing/trial.hpp"
 
 #include <fmt/format.h>
 
@@ -12,12 +12,13 @@
 #include <thread>
 
 #include "graph/geometry.hpp"
-#include "reference/block_scale.hpp"
-#include "reference/formats.hpp"
 #include "runtime/driver.hpp"
 #include "status_macros.hpp"
+#include "testing/cuda_api.hpp"
+#include "testing/reference/block_scale.hpp"
+#include "testing/reference/formats.hpp"
 
-namespace rime::runtime {
+namespace rime::testing {
 namespace {
 
 using reference::load_element;
@@ -26,12 +27,12 @@ using reference::load_element;
 struct DeviceMemory {
   std::vector<CUdeviceptr> ptrs;
   ~DeviceMemory() {
-    if (const driver::Api* a = driver::api())
+    if (const CudaApi* a = cuda())
       for (CUdeviceptr p : ptrs) a->cuMemFree(p);
   }
   Result<CUdeviceptr> alloc(int64_t bytes) {
     CUdeviceptr p = 0;
-    Status s = driver::check(driver::api()->cuMemAlloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 16))),
+    Status s = driver::check(cuda()->cuMemAlloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 16))),
                              "cuMemAlloc");
     if (!s.ok()) return s;
     ptrs.push_back(p);
@@ -214,9 +215,8 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed) {
 Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const TrialOptions& opt) {
   const Graph& g = plan.graph();
   const Facts& f = plan.facts();
-  const driver::Api* api = driver::api();
-  if (!api) return driver::load_status();
-  RIME_RETURN_IF_ERROR(driver::ensure_context());
+  const CudaApi* api = cuda();
+  if (!api) return cuda_status();
   DeviceMemory mem;
   std::unordered_map<int64_t, void*> buffers;
   for (const TensorDesc& t : g.tensors()) {
@@ -245,7 +245,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   struct StreamGuard {
     CUstream s;
-    ~StreamGuard() { driver::api()->cuStreamDestroy(s); }
+    ~StreamGuard() { cuda()->cuStreamDestroy(s); }
   } guard{stream};
   RIME_RETURN_IF_ERROR(plan.execute(buffers, workspace, stream));
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamSynchronize(stream), "executing the plan"));
@@ -471,4 +471,4 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   return rep;
 }
 
-}  // namespace rime::runtime
+}  // namespace rime::testing

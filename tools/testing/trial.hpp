@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "reference/sdpa.hpp"
+#include "testing/reference/sdpa.hpp"
 #include "rime/plan.hpp"
 
-namespace rime::runtime {
+namespace rime::testing {
 
 struct TrialInputs {
   reference::HostTensors tensors;  // every input tensor's host bytes
@@ -55,4 +55,4 @@ TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInp
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
 double attention_flops(const Facts& f);
 
-}  // namespace rime::runtime
+}  // namespace rime::testing

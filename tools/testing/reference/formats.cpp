@@ -1,4 +1,4 @@
-#include "reference/formats.hpp"
+#include "testing/reference/formats.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,0 +1,146 @@
+#include "common/sdpa_params.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+namespace rime::engines {
+
+int type_code(DataType t) {
+  switch (t) {
+    case DataType::FP16: return RIME_T_FP16;
+    case DataType::BF16: return RIME_T_BF16;
+    case DataType::FP8_E4M3: return RIME_T_E4M3;
+    case DataType::FP8_E5M2: return RIME_T_E5M2;
+    default: return RIME_T_FP32;
+  }
+}
+
+int sdpa_o_type_code(const Facts& f) {
+  if (f.o_block_scale == 16) return RIME_T_NVFP4;
+  if (f.o_block_scale == 32) return RIME_T_MXFP8;
+  return type_code(f.o().dtype);
+}
+
+int sdpa_features(const Facts& f, bool split) {
+  int bits = 0;
+  if (f.has_sink) bits |= RIME_F_SINK;
+  if (f.wants_stats || split) bits |= RIME_F_STATS;
+  if (f.wants_amax_o) bits |= RIME_F_AMAX_O;
+  if (f.wants_amax_s) bits |= RIME_F_AMAX_S;
+  if (split) bits |= RIME_F_SPLIT;
+  if (f.mask.padding) bits |= RIME_F_PADDING;
+  if (f.mask.causal || f.mask.window_left || f.mask.band_right) bits |= RIME_F_MASK;
+  // scale_o multiplies only FP8 and block-scaled O (SPEC section 2: 1 for the others).
+  if (f.has_scale_o && (is_fp8(f.o().dtype) || f.o_block_scale != 0)) bits |= RIME_F_SCALE_O;
+  if (f.is_mxfp8) bits |= RIME_F_MX_INPUTS;
+  return bits;
+}
+
+namespace {
+
+void copy_strides(long long (&out)[3], const TensorFacts& t) {
+  for (int i = 0; i < 3; ++i) out[i] = t.bound ? t.strides[static_cast<size_t>(i)] : 0;
+}
+
+// R and C of an F8_128x4 scale tensor (0 when unbound).
+void plane_dims(const TensorFacts& t, int& rows, int& cols) {
+  rows = t.bound ? static_cast<int>(t.dims[2]) : 0;
+  cols = t.bound ? static_cast<int>(t.dims[3]) : 0;
+}
+
+}  // namespace
+
+SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
+  SdpaParams p{};
+  p.q = b.of(f, Role::Q);
+  p.k = b.of(f, Role::K);
+  p.v = b.of(f, Role::V);
+  p.o = b.of(f, Role::O);
+  p.stats = static_cast<float*>(b.of(f, Role::Stats));
+  p.amax_o = static_cast<float*>(b.of(f, Role::AmaxO));
+  p.amax_s = static_cast<float*>(b.of(f, Role::AmaxS));
+  p.sink = static_cast<const float*>(b.of(f, Role::Sink));
+  p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(b.of(f, Role::SeqLenKv));
+  p.descale_q = static_cast<const float*>(b.of(f, Role::DescaleQ));
+  p.descale_k = static_cast<const float*>(b.of(f, Role::DescaleK));
+  p.descale_v = static_cast<const float*>(b.of(f, Role::DescaleV));
+  p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
+  p.o_partial = static_cast<float*>(b.region(c.derived, "o_partial"));
+  p.lse_partial = static_cast<float*>(b.region(c.derived, "lse_partial"));
+  p.sf_o = static_cast<unsigned char*>(b.of(f, Role::SfO));
+  p.sf_layout = f.sf_o_layout == SfLayout::TokenMajor ? 1 : 0;
+  p.sf_rows = static_cast<int>(f.sf_o_rows);
+  p.sf_cols = static_cast<int>(f.sf_o_cols);
+  p.sf_q = static_cast<const unsigned char*>(b.of(f, Role::SfQ));
+  p.sf_k = static_cast<const unsigned char*>(b.of(f, Role::SfK));
+  p.sf_v = static_cast<const unsigned char*>(b.of(f, Role::SfV));
+  plane_dims(f.operand(Role::SfQ), p.sf_q_rows, p.sf_q_cols);
+  plane_dims(f.operand(Role::SfK), p.sf_k_rows, p.sf_k_cols);
+  plane_dims(f.operand(Role::SfV), p.sf_v_rows, p.sf_v_cols);
+  copy_strides(p.q_stride, f.q());
+  copy_strides(p.k_stride, f.k());
+  copy_strides(p.v_stride, f.v());
+  copy_strides(p.o_stride, f.o());
+  copy_strides(p.stats_stride, f.operand(Role::Stats));
+  // check_sdpa_int32 bounded every narrowing below when the plan was derived.
+  p.B = static_cast<int>(f.B);
+  p.H_q = static_cast<int>(f.H_q);
+  p.H_kv = static_cast<int>(f.H_kv);
+  p.group = static_cast<int>(f.group);
+  p.S_q = static_cast<int>(f.S_q);
+  p.S_kv = static_cast<int>(f.S_kv);
+  p.packed_rows = static_cast<int>(c.derived.packed_rows);
+  p.num_splits = c.decision.split_kv;
+  p.attn_scale = f.attn_scale;
+  p.causal = f.mask.causal ? 1 : 0;
+  p.band_right = f.mask.band_right ? static_cast<int>(*f.mask.band_right) : -1;
+  p.window_left = f.mask.window_left ? static_cast<int>(*f.mask.window_left) : -1;
+  p.diag_shift = f.mask.bottom_right ? static_cast<int>(f.S_kv - f.S_q) : 0;
+  p.stats_log2 = f.stats_log2 ? 1 : 0;
+  return p;
+}
+
+Status check_sdpa_int32(const Facts& f, const CapabilityRow& row, int64_t packed_rows) {
+  const std::pair<const char*, int64_t> fields[] = {
+      {"B", f.B},           {"H_q", f.H_q},         {"S_q", f.S_q},
+      {"S_kv", f.S_kv},     {"packed rows (S_q x group)", packed_rows},
+      {"window_left", f.mask.window_left.value_or(0)}, {"band_right", f.mask.band_right.value_or(0)},
+      {"S_kv - S_q", f.S_kv - f.S_q}};
+  for (const auto& [name, value] : fields) {
+    Status s = check_int32(row, name, value);
+    if (!s.ok()) return s;
+  }
+  return Status::success();
+}
+
+void add_workspace_region(Derived& d, const std::string& name, int64_t bytes) {
+  const int64_t offset = (d.workspace_bytes + 255) / 256 * 256;
+  d.workspace.push_back({name, offset, bytes});
+  d.workspace_bytes = offset + (bytes + 255) / 256 * 256;
+}
+
+void add_split_partials(Derived& d, const Facts& f, int split) {
+  if (split <= 1) return;
+  const int64_t rows = f.B * f.H_q * f.S_q;
+  add_workspace_region(d, "o_partial", int64_t{split} * rows * f.D_v * 4);
+  add_workspace_region(d, "lse_partial", int64_t{split} * rows * 4);
+}
+
+Status check_grid_dim(const CapabilityRow& row, const std::string& stage, char axis, int64_t value,
+                      const std::string& formula) {
+  const int64_t limit = axis == 'x' ? int64_t{INT32_MAX} : int64_t{65535};
+  if (value >= 1 && value <= limit) return Status::success();
+  return Status(StatusCode::NotSupported,
+                fmt::format("row {}: the {} grid's {} = {} = {} {}", row.id, stage, axis, formula, value,
+                            value < 1 ? "is empty" : fmt::format("exceeds {}", limit)));
+}
+
+Status check_int32(const CapabilityRow& row, const char* field, int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) return Status::success();
+  return Status(StatusCode::NotSupported, fmt::format("row {}: {} = {} exceeds the kernels' 32-bit range ({})",
+                                                      row.id, field, value, INT32_MAX));
+}
+
+}  // namespace rime::engines

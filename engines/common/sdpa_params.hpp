@@ -1,0 +1,32 @@
+// Host side shared by the attention engines: the compile-time codes of their templates, and the parts of
+// SdpaParams that every engine fills the same way from Facts, the configuration and the bindings.
+#pragma once
+
+#include "common/params.h"
+#include "engine.hpp"
+
+namespace rime::engines {
+
+static_assert(sizeof(SdpaParams) <= kMaxParamBytes && sizeof(CombineParams) <= kMaxParamBytes,
+              "a stage's parameter block fits its ParamBlock");
+
+// RIME_T_* of a dtype (FP32 for types no kernel template takes).
+int type_code(DataType type);
+// The O type argument of the attention kernels: the dtype, or the block-scaled format sf_o makes of it.
+int sdpa_o_type_code(const Facts& facts);
+// The RIME_F_* feature bits of the attention kernels for these facts (with or without split).
+int sdpa_features(const Facts& facts, bool split);
+
+// Pointers (operands, and the split partials when the plan splits), strides, extents and mask parameters.
+// Engine-specific fields (V^T, tensor maps) are the engine's to add.
+SdpaParams sdpa_params(const Facts& facts, const Config& config, const Bindings& bindings);
+
+// Every value SdpaParams holds in a 32-bit int, against INT32_MAX (the engines' launch limits).
+Status check_sdpa_int32(const Facts& facts, const CapabilityRow& row, int64_t packed_rows);
+
+// Appends the split partials (SPEC section 3: split-major fp32 O, then LSE) to a workspace layout.
+void add_split_partials(Derived& derived, const Facts& facts, int split);
+// Appends a region of `bytes` to the workspace, 256-byte aligned.
+void add_workspace_region(Derived& derived, const std::string& name, int64_t bytes);
+
+}  // namespace rime::engines

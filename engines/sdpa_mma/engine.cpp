@@ -1,0 +1,115 @@
+#include "engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "combine/stage.hpp"
+#include "common/sdpa_params.hpp"
+#include "heuristics/tile.hpp"
+#include "sdpa_mma/layout.h"
+
+namespace rime::engines {
+namespace {
+
+int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+rime_mma::Smem smem_of(const Facts& f, TileShape t) {
+  return rime_mma::smem(t.q, t.kv, static_cast<int>(f.D_qk), static_cast<int>(f.D_v), elem_bytes(f), f.is_mxfp8);
+}
+
+class SdpaMma final : public Engine {
+ public:
+  Result<TileChoice> choose_tile(const Facts& f, const CapabilityRow& row) const override {
+    heuristics::TileProblem tp;
+    tp.packed_rows = f.S_q * f.group;
+    tp.batch_heads = f.B * f.H_kv;
+    tp.sm_count = f.device.sm_count;
+    tp.smem_per_block = f.device.smem_per_block;
+    tp.smem_per_sm = f.device.smem_per_sm;
+    for (const TileShape& t : row.tiles)
+      if (!f.pinned_tile || t == *f.pinned_tile)
+        tp.options.push_back({t.q, t.kv, smem_of(f, t).total, rime_mma::threads(t.q)});
+    heuristics::TileChoice tc = heuristics::choose_tile(tp);
+    if (!tc.tile)
+      return Status(StatusCode::NotSupported,
+                    fmt::format("row {}: {}{}", row.id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));
+    return TileChoice{{tc.tile->q, tc.tile->kv}, f.pinned_tile ? "pinned by the graph" : tc.reason};
+  }
+
+  TileGeometry geometry(const Facts& f, TileShape t) const override {
+    TileGeometry g;
+    g.packed_rows = f.S_q * f.group;
+    g.q_tiles = ceil_div(g.packed_rows, t.q);
+    g.kv_tiles = ceil_div(f.S_kv, t.kv);
+    g.threads = rime_mma::threads(t.q);
+    g.smem_bytes = smem_of(f, t).total;
+    return g;
+  }
+
+  Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
+    const TileGeometry g = geometry(f, d.tile);
+    const bool split = d.split_kv > 1;
+    Derived out;
+    out.engine = row.engine;
+    out.packed_rows = g.packed_rows;
+    out.q_tiles = g.q_tiles;
+    out.kv_tiles = g.kv_tiles;
+    out.threads = g.threads;
+    out.smem_bytes = g.smem_bytes;
+    add_split_partials(out, f, d.split_kv);
+
+    KernelStage attention;
+    attention.role = "attention";
+    attention.spec.engine = row.engine;
+    attention.spec.header = "sdpa_mma/kernel.cuh";
+    attention.spec.params_type = "SdpaParams";
+    attention.spec.arch = f.device.arch_name();
+    // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
+    // that one specialization serves every O dtype.
+    attention.spec.name_expression =
+        fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
+                    split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q, d.tile.kv,
+                    sdpa_features(f, split));
+    attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
+    attention.block = g.threads;
+    attention.smem_bytes = g.smem_bytes;
+    for (const Status& s :
+         {check_sdpa_int32(f, row, g.packed_rows),
+          check_grid_dim(row, "attention", 'x', g.q_tiles,
+                         fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
+          check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
+          check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
+                         fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
+      if (!s.ok()) return s;
+    out.stages.push_back(attention);
+    if (split) {
+      Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
+      if (!combine.ok()) return combine.status();
+      out.stages.push_back(combine.value());
+    }
+    return out;
+  }
+
+  Status fill_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out) const override {
+    const SdpaParams attention = sdpa_params(f, c, b);
+    std::memcpy(out[0].bytes, &attention, sizeof(attention));
+    if (c.decision.split_kv > 1) {
+      const CombineParams combine = combine_params(f, c, b);
+      std::memcpy(out[1].bytes, &combine, sizeof(combine));
+    }
+    return Status::success();
+  }
+};
+
+}  // namespace
+
+const Engine& sdpa_mma_engine() {
+  static const SdpaMma engine;
+  return engine;
+}
+
+}  // namespace rime::engines

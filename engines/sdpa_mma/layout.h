@@ -1,0 +1,48 @@
+// The launch shape of the sdpa_mma kernels (rows sdpa_f16_sm80, sdpa_fp8_sm89, sdpa_mxfp8_sm89), read by the
+// kernel (kernel.cuh carves its shared memory at these offsets) and by the host (engine.cpp sizes the launch
+// with them), so the two cannot drift. No includes beyond host_device.h: NVRTC compiles it.
+#pragma once
+
+#include "common/host_device.h"
+
+namespace rime_mma {
+
+// A CTA of kTileQ packed rows is kTileQ / 16 warps, two threads per row.
+RIME_HOST_DEVICE constexpr int threads(int tile_q) { return tile_q * 2; }
+
+// Shared-memory rows are padded by 16 bytes so that consecutive rows start on different banks.
+constexpr int kPad = 16;
+constexpr int kStages = 2;  // K/V double buffering
+
+// FP8 P.V needs V k-major (mma.sync's B operand): a transposed V tile in shared memory, except for 16-row FP8
+// tiles (decode), which build V^T's fragments with ldmatrix.trans, unless the inputs are MXFP8.
+RIME_HOST_DEVICE constexpr bool vt_in_smem(int tile_q, int elem_bytes, bool mx_inputs) {
+  return elem_bytes == 1 && (tile_q != 16 || mx_inputs);
+}
+
+// Byte offsets from the dynamic shared-memory base: the Q tile, kStages K tiles, kStages V tiles, the V^T
+// tile (FP8), then for MXFP8 inputs the KV tile's scales as fp32 (K: one per key and 32-byte k step; V: one
+// per d and 32-key block).
+struct Smem {
+  int row_q, row_k, row_v, row_vt;  // pitches in bytes
+  int q, k, v, vt, scales_k, scales_v;
+  int total;
+};
+RIME_HOST_DEVICE constexpr Smem smem(int tile_q, int tile_kv, int d_qk, int d_v, int elem_bytes, bool mx_inputs) {
+  Smem s{};
+  s.row_q = d_qk * elem_bytes + kPad;
+  s.row_k = d_qk * elem_bytes + kPad;
+  s.row_v = d_v * elem_bytes + kPad;
+  s.row_vt = tile_kv + kPad;
+  s.q = 0;
+  s.k = s.q + tile_q * s.row_q;
+  s.v = s.k + kStages * tile_kv * s.row_k;
+  s.vt = s.v + kStages * tile_kv * s.row_v;
+  s.scales_k = s.vt + (vt_in_smem(tile_q, elem_bytes, mx_inputs) ? d_v * s.row_vt : 0);
+  const int k_steps = d_qk * elem_bytes / 32;
+  s.scales_v = s.scales_k + (mx_inputs ? 4 * tile_kv * k_steps : 0);
+  s.total = s.scales_v + (mx_inputs ? 4 * d_v * (tile_kv / 32) : 0);
+  return s;
+}
+
+}  // namespace rime_mma

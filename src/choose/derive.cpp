@@ -1,0 +1,82 @@
+// derive(): everything a decision implies, through the chosen row's engine. choose(), Plan::build and
+// Plan::load all call it, so that a plan artifact's recorded decision is checked by the same code that made it.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "choose/split.hpp"
+#include "engine.hpp"
+#include "rime/config.hpp"
+
+namespace rime {
+
+const WorkspaceRegion* Derived::region(const std::string& name) const {
+  for (const WorkspaceRegion& r : workspace)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::string split_unavailable(const Facts& f, const CapabilityRow& row) {
+  if (!f.split_eligible) return f.split_ineligible_reason;
+  const std::pair<int64_t, int64_t> dims{f.D_qk, f.D_v};
+  if (!row.split_kv_supported ||
+      std::find(row.split_head_dims.begin(), row.split_head_dims.end(), dims) == row.split_head_dims.end())
+    return fmt::format("row {} is not wired for split at these head dims", row.id);
+  Facts unpinned = f;
+  unpinned.pinned_split.reset();
+  for (const CapabilityRow& r : capability_rows()) {
+    if (r.kind != "combine") continue;
+    RowVerdict v = match_row(r, unpinned);
+    if (!v.accepted) return v.reason;
+  }
+  return {};
+}
+
+Result<Derived> derive(const Facts& f, const Decision& d) {
+  const CapabilityRow* row = nullptr;
+  for (const CapabilityRow& r : capability_rows())
+    if (r.id == d.row_id && r.kind == "attention") row = &r;
+  if (!row) return Status(StatusCode::NotSupported, fmt::format("no attention row '{}'", d.row_id));
+  const RowVerdict v = match_row(*row, f);
+  if (!v.accepted) return Status(StatusCode::NotSupported, v.reason);
+  auto fail = [&](const std::string& what) {
+    return Status(StatusCode::NotSupported, fmt::format("row {}: {}", row->id, what));
+  };
+  auto tile_str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
+  if (f.pinned_tile && d.tile != *f.pinned_tile)
+    return fail(fmt::format("tile {} differs from the pinned tile {}", tile_str(d.tile), tile_str(*f.pinned_tile)));
+  if (std::find(row->tiles.begin(), row->tiles.end(), d.tile) == row->tiles.end()) {
+    std::vector<std::string> tiles;
+    for (const TileShape& t : row->tiles) tiles.push_back(tile_str(t));
+    return fail(fmt::format("tile {} not in {{{}}}", tile_str(d.tile), fmt::join(tiles, ", ")));
+  }
+  if (f.pinned_split && d.split_kv != *f.pinned_split)
+    return fail(fmt::format("split_kv {} differs from the pinned split_kv {}", d.split_kv, *f.pinned_split));
+  if (d.split_kv < 1) return fail(fmt::format("split_kv {} is not a split count", d.split_kv));
+  if (d.split_kv > 1) {
+    if (std::find(row->split_counts.begin(), row->split_counts.end(), d.split_kv) == row->split_counts.end())
+      return fail(fmt::format("split_kv {} not in {{{}}}", d.split_kv, fmt::join(row->split_counts, ", ")));
+    const std::string no_split = split_unavailable(f, *row);
+    if (!no_split.empty()) return fail(fmt::format("split_kv {}: {}", d.split_kv, no_split));
+  }
+  const engines::Engine* engine = engines::find_engine(row->engine);
+  if (!engine)
+    return Status(StatusCode::Internal, fmt::format("row {} names engine {}, which is not registered", row->id,
+                                                    row->engine));
+  Result<Derived> out = engine->derive(f, *row, d);
+  if (!out.ok()) return out;
+  if (out->stages.size() > static_cast<size_t>(engines::kMaxStages))
+    return Status(StatusCode::Internal, fmt::format("engine {} derived {} stages; plans hold at most {}", row->engine,
+                                                    out->stages.size(), engines::kMaxStages));
+  for (const KernelStage& s : out->stages) {
+    if (s.smem_bytes > f.device.smem_per_block)
+      return fail(fmt::format("the {} kernel needs {} bytes of shared memory per block, the device has {}", s.role,
+                              s.smem_bytes, f.device.smem_per_block));
+    if (s.block < 1 || s.block > 1024)
+      return Status(StatusCode::Internal, fmt::format("engine {}: {} threads per block", row->engine, s.block));
+  }
+  return out;
+}
+
+}  // namespace rime

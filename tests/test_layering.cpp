@@ -1,0 +1,100 @@
+// The stages are layered: a source file may include headers of its own level or lower, never higher. The levels
+// follow the pipeline (docs/engines.md draws them): the core types, the graph, facts, rows, heuristics, the
+// decision types, the JIT, the cache, the driver, the engines, choose, the plan, and above the library the
+// testing library and the tools. This test reads every quoted include of the library and testing sources.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "test_paths.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Level {
+  int rank;
+  const char* name;
+  std::vector<std::string> prefixes;  // repository paths (a trailing '/' names a folder)
+};
+
+const std::vector<Level>& levels() {
+  static const std::vector<Level> kLevels = {
+      {0, "core", {"include/rime/status.hpp", "include/rime/types.hpp", "include/rime/version.hpp",
+                   "include/rime/device.hpp", "src/status.cpp", "src/device.cpp", "src/status_macros.hpp",
+                   "src/digest/", "src/log/", "src/json/", "src/embedded_files.hpp"}},
+      {1, "graph", {"include/rime/graph.hpp", "include/rime/json.hpp", "src/graph/", "src/validate/"}},
+      {2, "facts", {"include/rime/facts.hpp", "src/analyze/"}},
+      {3, "rows", {"include/rime/rows.hpp", "src/match/"}},
+      {4, "heuristics", {"heuristics/"}},
+      {5, "decision types", {"include/rime/config.hpp"}},
+      {6, "jit", {"src/jit/"}},
+      {7, "cache", {"src/cache/"}},
+      {8, "driver", {"src/runtime/"}},
+      {9, "engines", {"engines/"}},
+      {10, "choose", {"src/choose/"}},
+      {11, "plan", {"include/rime/plan.hpp", "src/plan/"}},
+      {12, "public api", {"include/rime/rime.hpp"}},
+      {13, "testing", {"tools/testing/"}},
+  };
+  return kLevels;
+}
+
+const Level* level_of(const std::string& path) {
+  const Level* best = nullptr;
+  size_t best_len = 0;
+  for (const Level& l : levels())
+    for (const std::string& p : l.prefixes)
+      if (path.compare(0, p.size(), p) == 0 && p.size() > best_len) best = &l, best_len = p.size();
+  return best;
+}
+
+// The repository path a quoted include resolves to, searching as the build does: the including file's folder,
+// then the include directories of the targets.
+std::string resolve(const fs::path& root, const std::string& including, const std::string& header) {
+  const fs::path dir = fs::path(including).parent_path();
+  for (const fs::path& base : {dir, fs::path("include"), fs::path("src"), fs::path("engines"), fs::path("tools"),
+                               fs::path("")}) {
+    const fs::path candidate = base / header;
+    if (fs::exists(root / candidate)) return candidate.lexically_normal().generic_string();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("no stage includes a header of a higher stage", "[layering]") {
+  const fs::path root = rime::test::source_dir();
+  const std::regex include_re(R"(^\s*#\s*include\s+"([^"]+)\")");
+  int files = 0;
+  for (const char* top : {"include", "src", "heuristics", "engines", "tools/testing"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      if (!entry.is_regular_file()) continue;
+      const std::string ext = entry.path().extension().string();
+      if (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cuh") continue;
+      const std::string path = fs::relative(entry.path(), root).generic_string();
+      const Level* own = level_of(path);
+      INFO(path);
+      REQUIRE(own != nullptr);  // every file of these folders has a level
+      ++files;
+      std::ifstream in(entry.path());
+      std::string line;
+      while (std::getline(in, line)) {
+        std::smatch m;
+        if (!std::regex_search(line, m, include_re)) continue;
+        const std::string target = resolve(root, path, m[1].str());
+        INFO(path << " includes \"" << m[1].str() << "\" (" << target << ")");
+        REQUIRE_FALSE(target.empty());
+        const Level* theirs = level_of(target);
+        REQUIRE(theirs != nullptr);
+        INFO(own->name << " (level " << own->rank << ") includes " << theirs->name << " (level " << theirs->rank
+                       << ")");
+        CHECK(theirs->rank <= own->rank);
+      }
+    }
+  }
+  CHECK(files > 50);
+}
