@@ -139,7 +139,7 @@ void fill_uniform(DataType dtype, uint8_t* bytes, int64_t span, double lo, doubl
   for (std::thread& t : threads) t.join();
 }
 
-TrialInputs make_inputs(const Graph& g, uint64_t seed) {
+TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2) {
   TrialInputs in;
   in.seed = seed;
   std::mt19937_64 rng(seed);
@@ -178,7 +178,7 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed) {
             for (int64_t row = 0; row < rows; ++row)
               for (int64_t c = 0; c < cols; ++c)
                 bytes[static_cast<size_t>(b * t.strides[0] + h * t.strides[1] + f8_128x4_offset(row, c, t.dims[3]))] =
-                    static_cast<uint8_t>(std::uniform_int_distribution<int>(126, 128)(rng));
+                    static_cast<uint8_t>(std::uniform_int_distribution<int>(127 - mx_scale_log2, 127 + mx_scale_log2)(rng));
         break;
       }
       case Role::DescaleQ:
@@ -356,8 +356,8 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
 
   const bool fp8_out = is_fp8(o.dtype) || f.o_block_scale != 0;
   // SPEC section 10 applies the FP8 criterion (atol + rtol per element) to every graph with FP8 inputs, whatever
-  // the O dtype: P is quantized to E4M3 (allowed by SPEC section 2), which alone costs ~2-4% relative L2, so the
-  // 1e-2 relative-L2 bound is the criterion of the BF16/FP16 op (sdpa).
+  // the O dtype; a BF16/FP16 O of such a graph must also be within relative L2 3e-2 (P held in E4M3 costs about
+  // 1-1.5%). The 1e-2 relative-L2 bound alone is the criterion of the BF16/FP16 op (sdpa).
   const bool fp8_criterion = f.is_fp8 || f.is_mxfp8;
   const double scale_o = fp8_out && g.operand(Role::ScaleO)
                              ? load_element(DataType::FP32, inputs.tensors.at(g.operand(Role::ScaleO)->uid).data(), 0)
@@ -368,14 +368,18 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   int64_t sf_off_by_more = 0;  // block scales more than one step from the reference's
   const TensorDesc* stats = g.operand(Role::Stats);
   // The double-precision reference dominates a check; rows are independent, so they are computed on every core.
-  std::vector<reference::RowResult> refs(rows.size());
+  std::vector<reference::RowResult> refs(rows.size()), emulated(opt.emulate_fp8_p_tile > 0 ? rows.size() : 0);
   {
     const size_t workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
     std::vector<std::thread> pool;
     for (size_t w = 0; w < workers; ++w)
       pool.emplace_back([&, w] {
-        for (size_t r = w; r < rows.size(); r += workers)
+        for (size_t r = w; r < rows.size(); r += workers) {
           refs[r] = reference::attention_row(g, f, inputs.tensors, rows[r][0], rows[r][1], rows[r][2]);
+          if (!emulated.empty())
+            emulated[r] = reference::attention_row_fp8_p(g, f, inputs.tensors, rows[r][0], rows[r][1], rows[r][2],
+                                                         opt.emulate_fp8_p_tile);
+        }
       });
     for (std::thread& t : pool) t.join();
   }
@@ -410,9 +414,20 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
       rep.o_max_abs_err = std::max(rep.o_max_abs_err, err);
       err2 += err * err;
       ref2 += want * want;
+      double emulated_value = 0;
+      if (!emulated.empty()) {
+        emulated_value = emulated[n].o[static_cast<size_t>(d)];
+        const double e = std::fabs(got - emulated_value);
+        rep.emulated_max_abs_err = std::max(rep.emulated_max_abs_err, e);
+        if (e > elem_atol + rtol * std::fabs(emulated_value)) ++rep.emulated_outside;
+      }
       if (fp8_criterion && err > elem_atol + rtol * std::fabs(want)) {
         if (++rep.elements_outside <= 3)
-          fail(fmt::format("O[{},{},{},{}] = {} vs reference {} (atol {}, rtol {})", b, h, i, d, got, want, elem_atol, rtol));
+          fail(fmt::format("O[{},{},{},{}] = {} vs reference {} (atol {}, rtol {}){}", b, h, i, d, got, want, elem_atol,
+                           rtol,
+                           emulated.empty() ? std::string()
+                                            : fmt::format("; with P held in E4M3 as the kernel holds it: {}",
+                                                          emulated_value)));
       }
     }
     if (stats) {
@@ -448,6 +463,8 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
       rep.failures.erase(std::remove_if(rep.failures.begin(), rep.failures.end(),
                                         [](const std::string& s) { return s.rfind("O[", 0) == 0; }),
                          rep.failures.end());
+    if (!fp8_out && !(rep.o_rel_l2 < 3e-2))
+      fail(fmt::format("O relative L2 error {:.3g} >= 3e-2 (a 16-bit O of an FP8 graph)", rep.o_rel_l2));
   } else if (!(rep.o_rel_l2 < 1e-2)) {
     fail(fmt::format("O relative L2 error {:.3g} >= 1e-2", rep.o_rel_l2));
   }

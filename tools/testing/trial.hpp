@@ -20,7 +20,8 @@ struct TrialInputs {
 // [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more), MXFP8
 // scales in 2^-1 .. 2^1 with NaN pads.
 // Q/K/V are generated on every core (a 268 MB decode graph took ~11 s on one): see fill_uniform.
-TrialInputs make_inputs(const Graph& graph, uint64_t seed);
+// mx_scale_log2: MXFP8 scales are drawn from 2^-mx_scale_log2 .. 2^mx_scale_log2.
+TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 1);
 
 // Elements [0, span) of a tensor of `dtype` (8 bits or wider), uniform in [lo, hi] and rounded to the dtype, on
 // `workers` threads. Chunk c of 65536 elements draws from its own generator seeded by (seed, c), so the bytes
@@ -32,6 +33,9 @@ struct TrialOptions {
   int64_t max_reference_rows = 4096;  // larger problems are checked on a random sample of rows
   bool check = true;
   int timing_iterations = 0;  // > 0: time that many executes after warm-up (median of CUDA events)
+  // > 0: also compare O with reference::attention_row_fp8_p on KV tiles of this many keys (a diagnostic that
+  // separates kernel errors from the E4M3 rounding of P); fills the report's emulated_* fields.
+  int emulate_fp8_p_tile = 0;
 };
 
 struct TrialReport {
@@ -40,6 +44,10 @@ struct TrialReport {
   int64_t rows_checked = 0, elements_checked = 0, elements_outside = 0;
   double o_max_abs_err = 0, o_rel_l2 = 0, lse_max_abs_err = 0;
   double quant_rel_l2 = 0;  // block-scaled O: the reference's own quantization error (relative L2)
+  // With emulate_fp8_p_tile: elements outside the FP8 tolerance against the emulation, and the largest
+  // |O - emulation| over the elements checked.
+  int64_t emulated_outside = 0;
+  double emulated_max_abs_err = 0;
   double amax_o_gpu = 0, amax_o_ref = 0, amax_s_gpu = 0, amax_s_ref = 0;
   double median_ms = 0, tflops = 0, gbps = 0;
   reference::HostTensors outputs;  // every output tensor's host bytes after the run

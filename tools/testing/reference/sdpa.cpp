@@ -43,24 +43,30 @@ KvRange unmasked_keys(const Graph& g, const Facts& f, const HostTensors& t, int6
   return {lo, hi};
 }
 
-RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
-                        const KvRange* kv_range) {
-  RowResult r;
-  r.o.assign(static_cast<size_t>(f.D_v), 0.0);
-  r.lse = kNegInf;
-  const int64_t seq_q = f.mask.padding ? seq_len(g, t, Role::SeqLenQ, b, f.S_q) : f.S_q;
-  r.live = i < seq_q;
-  if (!r.live) return r;
+namespace {
 
-  const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K), &v = *g.operand(Role::V);
-  const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data(), *vb = t.at(v.uid).data();
+// The scores of one row over its unmasked keys (within kv_range when given), and what the row needs around them.
+struct RowScores {
+  bool live = false;
+  std::vector<double> s;    // attn_scale * descales * dot(Q_i, K_j), natural-log units
+  std::vector<int64_t> js;  // their keys
+  double sink = kNegInf;    // the sink logit, -inf without one
+  double descale_v = 1;
+};
+
+RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
+                     const KvRange* kv_range) {
+  RowScores out;
+  const int64_t seq_q = f.mask.padding ? seq_len(g, t, Role::SeqLenQ, b, f.S_q) : f.S_q;
+  out.live = i < seq_q;
+  if (!out.live) return out;
+  const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K);
+  const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data();
   const int64_t h_kv = h / f.group;
   const double scale = static_cast<double>(f.attn_scale) * scalar(g, t, Role::DescaleQ, 1.0) *
                        scalar(g, t, Role::DescaleK, 1.0);
-  const double descale_v = scalar(g, t, Role::DescaleV, 1.0);
-  const bool use_sink = f.has_sink && !kv_range;
-  const double sink = use_sink ? load_element(DataType::FP32, t.at(g.operand(Role::Sink)->uid).data(), h) : kNegInf;
-
+  out.descale_v = scalar(g, t, Role::DescaleV, 1.0);
+  if (f.has_sink && !kv_range) out.sink = load_element(DataType::FP32, t.at(g.operand(Role::Sink)->uid).data(), h);
   KvRange keys = unmasked_keys(g, f, t, b, i);
   if (kv_range) {
     keys.first = std::max(keys.first, kv_range->first);
@@ -72,9 +78,6 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
     qrow[d] = load_element(q.dtype, qb, offset_of(q, b, h, i, d));
     if (mx) qrow[d] *= mx_scale(g, t, Role::SfQ, b, h, i, d / 32);
   }
-  std::vector<double> s;
-  std::vector<int64_t> js;
-  double m = sink, row_max = kNegInf;
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;
     for (int64_t d = 0; d < f.D_qk; ++d) {
@@ -82,25 +85,90 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
       if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
       dot += qrow[d] * kv;
     }
-    s.push_back(scale * dot);
-    js.push_back(j);
-    row_max = std::max(row_max, s.back());
+    out.s.push_back(scale * dot);
+    out.js.push_back(j);
   }
-  m = std::max(m, row_max);
+  return out;
+}
+
+// V[j, d] with its MXFP8 scale applied.
+double v_value(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h_kv, int64_t j, int64_t d) {
+  const TensorDesc& v = *g.operand(Role::V);
+  double x = load_element(v.dtype, t.at(v.uid).data(), offset_of(v, b, h_kv, j, d));
+  if (f.is_mxfp8) x *= mx_scale(g, t, Role::SfV, b, h_kv, d, j / 32);
+  return x;
+}
+
+}  // namespace
+
+RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
+                        const KvRange* kv_range) {
+  RowResult r;
+  r.o.assign(static_cast<size_t>(f.D_v), 0.0);
+  r.lse = kNegInf;
+  const RowScores rs = row_scores(g, f, t, b, h, i, kv_range);
+  r.live = rs.live;
+  if (!r.live) return r;
+  const int64_t h_kv = h / f.group;
+  double row_max = kNegInf;
+  for (double x : rs.s) row_max = std::max(row_max, x);
+  const double m = std::max(rs.sink, row_max);
   if (m == kNegInf) return r;  // every key masked, no sink: O = 0, LSE = -inf
-  double l = use_sink ? std::exp(sink - m) : 0.0;
-  for (double x : s) l += std::exp(x - m);
-  for (size_t n = 0; n < s.size(); ++n) {
-    const double p = std::exp(s[n] - m) / l;
-    for (int64_t d = 0; d < f.D_v; ++d) {
-      double vv = load_element(v.dtype, vb, offset_of(v, b, h_kv, js[n], d));
-      if (mx) vv *= mx_scale(g, t, Role::SfV, b, h_kv, d, js[n] / 32);
-      r.o[d] += p * vv;
-    }
+  double l = rs.sink != kNegInf ? std::exp(rs.sink - m) : 0.0;
+  for (double x : rs.s) l += std::exp(x - m);
+  for (size_t n = 0; n < rs.s.size(); ++n) {
+    const double p = std::exp(rs.s[n] - m) / l;
+    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * v_value(g, f, t, b, h_kv, rs.js[n], d);
   }
-  for (double& x : r.o) x *= descale_v;
+  for (double& x : r.o) x *= rs.descale_v;
   r.lse = m + std::log(l);
   r.max_p = row_max == kNegInf ? 0.0 : std::exp(row_max - m) / l;
+  return r;
+}
+
+RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
+                              int kv_tile) {
+  RowResult r;
+  r.o.assign(static_cast<size_t>(f.D_v), 0.0);
+  r.lse = kNegInf;
+  const RowScores rs = row_scores(g, f, t, b, h, i, nullptr);
+  r.live = rs.live;
+  if (!r.live) return r;
+  const int64_t h_kv = h / f.group;
+  double m_run = kNegInf, l = 0;
+  for (size_t first = 0; first < rs.s.size();) {
+    // One KV tile: the row's keys in [tile * kv_tile, (tile + 1) * kv_tile).
+    const int64_t tile = rs.js[first] / kv_tile;
+    size_t last = first;
+    double tile_max = kNegInf;
+    while (last < rs.s.size() && rs.js[last] / kv_tile == tile) tile_max = std::max(tile_max, rs.s[last++]);
+    const double m_new = std::max(m_run, tile_max);
+    const double alpha = m_run == kNegInf ? 0.0 : std::exp(m_run - m_new);
+    l *= alpha;
+    for (double& x : r.o) x *= alpha;
+    for (size_t n = first; n < last; ++n) {
+      const double p = std::exp(rs.s[n] - m_new);
+      l += p;
+      const double p_held = decode_e4m3(encode_e4m3(p * 448.0)) / 448.0;
+      for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * v_value(g, f, t, b, h_kv, rs.js[n], d);
+    }
+    m_run = m_new;
+    first = last;
+  }
+  double m = m_run;
+  if (rs.sink != kNegInf) {
+    const double m_f = std::max(m_run, rs.sink);
+    const double alpha = m_run == kNegInf ? 0.0 : std::exp(m_run - m_f);
+    l = l * alpha + std::exp(rs.sink - m_f);
+    for (double& x : r.o) x *= alpha;
+    m = m_f;
+  }
+  if (!(l > 0)) {
+    std::fill(r.o.begin(), r.o.end(), 0.0);
+    return r;
+  }
+  for (double& x : r.o) x *= rs.descale_v / l;
+  r.lse = m + std::log(l);
   return r;
 }
 
