@@ -102,6 +102,14 @@ __device__ __forceinline__ u16 pack2_fp8(float lo, float hi) {
   return r;
 }
 
+// The two E4M3 values of a packed pair (byte 0 first), exactly (E4M3 is a subset of FP16).
+__device__ __forceinline__ void unpack2_e4m3(u16 pair, float& lo, float& hi) {
+  u32 h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"(pair));
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(lo) : "h"(static_cast<u16>(h2 & 0xFFFF)));
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(hi) : "h"(static_cast<u16>(h2 >> 16)));
+}
+
 // Programmatic dependent launch (sm_90+; nothing before, where the plan launches plainly). launch_dependents:
 // this CTA no longer holds the next kernel in the stream back from launching (it still waits for our results,
 // below). wait: blocks until the previous kernel in the stream has completed and its writes are visible; a

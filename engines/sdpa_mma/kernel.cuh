@@ -282,20 +282,24 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     } else if constexpr (T::kFp8) {
 #pragma unroll
       for (int c = 0; c < kTileKv / 32; ++c) {
-        u32 a[4];
-        pack_p_fp8(s, c, a);
+        // MXFP8 inputs carry P in two E4M3 terms (attention.cuh, pack_p_fp8_two_terms); the others in one.
+        u32 a[4], a_lo[kMx ? 4 : 1];
+        if constexpr (kMx) pack_p_fp8_two_terms(s, c, a, a_lo);
+        else pack_p_fp8(s, c, a);
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {
           const u8* vrow = sVt + (d * 8 + g) * kRowVt + c * 32 + t * 4;
           const u32 b0 = *reinterpret_cast<const u32*>(vrow), b1 = *reinterpret_cast<const u32*>(vrow + 16);
           if constexpr (kMx) {
-            float part[4] = {0.f, 0.f, 0.f, 0.f};
+            float part[4] = {0.f, 0.f, 0.f, 0.f}, part_lo[4] = {0.f, 0.f, 0.f, 0.f};
             mma<RIME_T_E4M3, kIn>(part, a, b0, b1);
+            mma<RIME_T_E4M3, kIn>(part_lo, a_lo, b0, b1);
             const float s0 = sSv[(d * 8 + 2 * t) * kVBlocks + c], s1 = sSv[(d * 8 + 2 * t + 1) * kVBlocks + c];
-            o_acc[d][0] += part[0] * s0;
-            o_acc[d][1] += part[1] * s1;
-            o_acc[d][2] += part[2] * s0;
-            o_acc[d][3] += part[3] * s1;
+            constexpr float kLo = 1.f / kPLoScale;
+            o_acc[d][0] += (part[0] + part_lo[0] * kLo) * s0;
+            o_acc[d][1] += (part[1] + part_lo[1] * kLo) * s1;
+            o_acc[d][2] += (part[2] + part_lo[2] * kLo) * s0;
+            o_acc[d][3] += (part[3] + part_lo[3] * kLo) * s1;
           } else {
             mma<RIME_T_E4M3, kIn>(o_acc[d], a, b0, b1);
           }

@@ -358,10 +358,10 @@ TEST_CASE("MXFP8 inputs (sdpa_mxfp8) into every O format, split or not", "[gpu][
 }
 
 // The MXFP8-input scale range, element by element (issue 12): with scales 2^-2 .. 2^2 the dequantized inputs
-// reach |8|. For every unsplit case, each element of O is compared with the exact reference (SPEC section 10)
-// and with reference::attention_row_fp8_p, the same row with P held in E4M3 per KV tile as the kernel holds it.
-// The kernel must match the emulation everywhere; the test prints how many elements fall outside the exact
-// reference's tolerance, with the emulated value next to the first ones.
+// reach |8|. For every unsplit case, each element of O of every row is compared with the exact reference (SPEC
+// section 10) and with reference::attention_row_fp8_p, the same row with P held as the kernel holds it (two
+// E4M3 terms for MXFP8 inputs). With one term, 173 of 7.3M elements fell outside the exact reference's
+// tolerance on the H200 and none outside the emulation's: P's rounding, which the second term removes.
 TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_wide]") {
   std::vector<test::MxInputsCase> cases;
   for (int64_t d : {64, 128, 256})
@@ -382,6 +382,7 @@ TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_
     testing::TrialOptions opt;
     opt.max_reference_rows = 1 << 20;  // every row
     opt.emulate_fp8_p_tile = plans[n]->config().decision.tile.kv;
+    opt.emulate_fp8_p_terms = 2;
     Result<testing::TrialReport> rep = testing::run_trial(plans[n].value(), testing::make_inputs(graphs[n], 1300 + n, 2), opt);
     REQUIRE(rep.ok());
     outside += rep->elements_outside;
@@ -395,6 +396,7 @@ TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_
                rep->emulated_max_abs_err);
     for (const auto& f : rep->failures) fmt::print("  {}\n", f);
     CHECK(rep->emulated_outside == 0);
+    CHECK(rep->passed);
   }
   fmt::print("mx wide: {} of {} elements outside the exact reference's tolerance ({:.2g}), {} outside the emulation's; "
              "max |O - emulation| {:.3g}\n",

@@ -18,10 +18,10 @@ struct TrialInputs {
 };
 // Random inputs for the graph: Q/K/V exactly representable in their dtype, descales in [0.5, 1.5], scale_o in
 // [0.5, 2], sinks in [-2, 4], seq lens in [0, S] (both ends included in every batch set of 3 or more), MXFP8
-// scales in 2^-1 .. 2^1 with NaN pads.
+// scales in 2^-2 .. 2^2 (mx_scale_log2) with NaN pads.
 // Q/K/V are generated on every core (a 268 MB decode graph took ~11 s on one): see fill_uniform.
 // mx_scale_log2: MXFP8 scales are drawn from 2^-mx_scale_log2 .. 2^mx_scale_log2.
-TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 1);
+TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 2);
 
 // Elements [0, span) of a tensor of `dtype` (8 bits or wider), uniform in [lo, hi] and rounded to the dtype, on
 // `workers` threads. Chunk c of 65536 elements draws from its own generator seeded by (seed, c), so the bytes
@@ -36,6 +36,7 @@ struct TrialOptions {
   // > 0: also compare O with reference::attention_row_fp8_p on KV tiles of this many keys (a diagnostic that
   // separates kernel errors from the E4M3 rounding of P); fills the report's emulated_* fields.
   int emulate_fp8_p_tile = 0;
+  int emulate_fp8_p_terms = 1;  // 2 for MXFP8 inputs (P in two E4M3 terms)
 };
 
 struct TrialReport {

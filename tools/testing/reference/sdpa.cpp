@@ -127,7 +127,7 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
 }
 
 RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
-                              int kv_tile) {
+                              int kv_tile, int p_terms) {
   RowResult r;
   r.o.assign(static_cast<size_t>(f.D_v), 0.0);
   r.lse = kNegInf;
@@ -149,7 +149,11 @@ RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors&
     for (size_t n = first; n < last; ++n) {
       const double p = std::exp(rs.s[n] - m_new);
       l += p;
-      const double p_held = decode_e4m3(encode_e4m3(p * 448.0)) / 448.0;
+      // As the kernels compute it: x = p * 448 in fp32, hi = e4m3(x), lo = e4m3((x - hi) * 16) in fp32.
+      const float x = static_cast<float>(p) * 448.f;
+      const float hi = static_cast<float>(decode_e4m3(encode_e4m3(x)));
+      const double lo = p_terms == 2 ? decode_e4m3(encode_e4m3(static_cast<float>((x - hi) * 16.f))) / 16.0 : 0.0;
+      const double p_held = (hi + lo) / 448.0;
       for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * v_value(g, f, t, b, h_kv, rs.js[n], d);
     }
     m_run = m_new;

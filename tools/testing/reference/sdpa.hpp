@@ -30,10 +30,11 @@ RowResult attention_row(const Graph& graph, const Facts& facts, const HostTensor
 
 // The same row computed as the FP8 kernels compute it (a diagnostic, not the reference): KV tiles of `kv_tile`
 // keys from key 0, a running row max per tile, P = exp(s - m_run) held in E4M3 on the fixed scale 448 for the
-// P.V product while the row sum takes P unquantized, then O / l. With it, an element outside SPEC section 10's
+// P.V product while the row sum takes P unquantized, then O / l. `p_terms` 2: P held as two E4M3 terms, hi and
+// the rounding error of hi times 16 (MXFP8 inputs, attention.cuh). With it, an element outside SPEC section 10's
 // tolerance can be told apart: a kernel error, or the rounding of P that SPEC section 2 allows.
 RowResult attention_row_fp8_p(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b,
-                              int64_t h, int64_t i, int kv_tile);
+                              int64_t h, int64_t i, int kv_tile, int p_terms = 1);
 
 // The keys of row i that no mask removes: [lo, hi) (hi <= lo: none).
 KvRange unmasked_keys(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b, int64_t i);
