@@ -184,7 +184,7 @@ TEST_CASE("the cache key depends on content, never on location", "[jit]") {
 
 TEST_CASE("disk cache: store, hit, truncated or bit-flipped cubin, foreign format version", "[cache]") {
   const std::string dir = temp_dir();
-  cache::DiskCache disk(dir);
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
   clear_memory_cache();
   const KernelSpec spec = combine(RIME_T_BF16, 64, 0, "sm_90a");
   auto first = get_kernel(spec, &disk);
@@ -239,7 +239,7 @@ TEST_CASE("8 processes compiling the same key at once leave exactly one valid en
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      cache::DiskCache disk(dir);
+      cache::DiskCache disk = cache::DiskCache::open(dir).value();
       clear_memory_cache();
       auto k = get_kernel(spec, &disk);
       ::_exit(k.ok() && !k->kernel->cubin.empty() ? 0 : 1);
@@ -252,7 +252,7 @@ TEST_CASE("8 processes compiling the same key at once leave exactly one valid en
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
-  cache::DiskCache disk(dir);
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
   auto entries = disk.list();
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].valid);
@@ -276,7 +276,7 @@ TEST_CASE("a compile killed midway leaves nothing that blocks or corrupts the ne
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    cache::DiskCache disk(dir);
+    cache::DiskCache disk = cache::DiskCache::open(dir).value();
     (void)get_kernel(spec, &disk);
     ::_exit(0);
   }
@@ -285,7 +285,7 @@ TEST_CASE("a compile killed midway leaves nothing that blocks or corrupts the ne
   int status = 0;
   ::waitpid(pid, &status, 0);
 
-  cache::DiskCache disk(dir);
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
   clear_memory_cache();
   auto k = get_kernel(spec, &disk);
   REQUIRE(k.ok());
@@ -370,7 +370,7 @@ TEST_CASE("an unusable cache directory degrades to memory with one warning", "[c
 
 TEST_CASE("prune evicts least-recently-used entries", "[cache]") {
   const std::string dir = temp_dir();
-  cache::DiskCache disk(dir);
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
   clear_memory_cache();
   std::vector<KernelSpec> specs = {combine(RIME_T_BF16, 64, 0, "sm_90a"), combine(RIME_T_BF16, 128, 0, "sm_90a"),
                                    combine(RIME_T_BF16, 256, 0, "sm_90a")};

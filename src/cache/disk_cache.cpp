@@ -11,10 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <mutex>
+#include <random>
 
 #include "digest/sha256.hpp"
+#include "json/checked.hpp"
 #include "log/log.hpp"
 #include "rime/version.hpp"
+#include "units/bytes.hpp"
 
 namespace rime::cache {
 namespace {
@@ -24,63 +28,72 @@ using nlohmann::json;
 constexpr const char* kCubinFile = "kernel.cubin";
 constexpr const char* kSourceFile = "kernel.cu";
 constexpr const char* kMetaFile = "meta.json";
-// A temp directory this old belongs to a compile that was killed; it is removed.
-constexpr int64_t kStaleTempSeconds = 600;
+constexpr const char* kQuarantine = "quarantine";
+constexpr const char* kEntryFiles[] = {kSourceFile, kCubinFile, kMetaFile};
 
 int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::optional<std::string> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+// A descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  bool ok() const { return fd >= 0; }
+};
+
+// A directory below `parent`, never through a symlink.
+int open_dir_at(int parent, const std::string& name) {
+  return ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// A regular file below `dir_fd`, never through a symlink; nullopt for anything else.
+std::optional<std::string> read_file_at(int dir_fd, const char* name) {
+  Fd fd(::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.ok()) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::string out;
   char buf[1 << 16];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ssize_t n = ::read(fd.fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
+    if (n < 0) return std::nullopt;
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return out;
 }
 
-Status write_file_synced(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status(StatusCode::CacheCorrupt, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+Status write_file_synced_at(int dir_fd, const char* name, const std::string& data, const std::string& shown) {
+  Fd fd(::openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.ok()) return Status(StatusCode::CacheCorrupt, fmt::format("cannot create {}: {}", shown, std::strerror(errno)));
   size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    ssize_t n = ::write(fd.fd, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      return Status(StatusCode::CacheCorrupt, fmt::format("cannot write {}: {}", path, std::strerror(e)));
-    }
+    if (n < 0) return Status(StatusCode::CacheCorrupt, fmt::format("cannot write {}: {}", shown, std::strerror(errno)));
     off += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    return Status(StatusCode::CacheCorrupt, fmt::format("cannot sync {}: {}", path, std::strerror(errno)));
+  if (::fsync(fd.fd) != 0) return Status(StatusCode::CacheCorrupt, fmt::format("cannot sync {}: {}", shown, std::strerror(errno)));
   return Status::success();
 }
 
-void fsync_dir(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-std::vector<std::string> dir_names(const std::string& dir) {
+// The names in a directory (sorted), read through a duplicate of its descriptor.
+std::vector<std::string> names_in(int dir_fd) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
+  int dup_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup_fd < 0) return out;
+  DIR* d = ::fdopendir(dup_fd);
+  if (!d) {
+    ::close(dup_fd);
+    return out;
+  }
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n != "." && n != "..") out.push_back(n);
@@ -90,55 +103,152 @@ std::vector<std::string> dir_names(const std::string& dir) {
   return out;
 }
 
-// Entries are flat directories: unlink the files, then the directory.
-void remove_tree(const std::string& path) {
-  for (const std::string& n : dir_names(path)) {
-    const std::string p = path + "/" + n;
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
-    else ::unlink(p.c_str());
+// rime's temp and trash names: ".tmp-<entry>-<suffix>" / ".trash-<entry>-<suffix>".
+bool is_own_scratch_name(const std::string& n) {
+  for (const char* prefix : {".tmp-", ".trash-"}) {
+    const size_t p = std::strlen(prefix);
+    if (n.compare(0, p, prefix) != 0) continue;
+    const size_t dash = n.rfind('-');
+    if (dash == std::string::npos || dash <= p) return false;
+    return DiskCache::is_entry_name(n.substr(p, dash - p)) && dash + 1 < n.size();
   }
-  ::rmdir(path.c_str());
+  return false;
 }
 
-// Removes an entry: first renamed to a hidden name (readers then simply miss), then deleted.
-void remove_entry(const std::string& dir, const std::string& name) {
-  const std::string trash = fmt::format("{}/.trash-{}-{}", dir, name, ::getpid());
-  if (::rename((dir + "/" + name).c_str(), trash.c_str()) == 0) remove_tree(trash);
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
+  return fmt::format("{:x}-{:012x}", ::getpid(), rng() & 0xFFFFFFFFFFFFull);
 }
 
-void remove_stale_temps(const std::string& dir) {
-  const int64_t now = now_seconds();
-  for (const std::string& n : dir_names(dir)) {
-    if (n.rfind(".tmp-", 0) != 0 && n.rfind(".trash-", 0) != 0) continue;
-    struct stat st {};
-    const std::string p = dir + "/" + n;
-    if (::lstat(p.c_str(), &st) == 0 && now - st.st_mtime > kStaleTempSeconds) remove_tree(p);
+// Removes, inside the directory `name` below `parent`, the files rime writes there (regular files or symlinks:
+// a symlink is unlinked, never followed), then the directory if that left it empty. Returns whether it is gone.
+bool remove_own_dir(int parent, const std::string& name) {
+  {
+    Fd d(open_dir_at(parent, name));
+    if (!d.ok()) return false;
+    for (const char* f : kEntryFiles) {
+      struct stat st {};
+      if (::fstatat(d.fd, f, &st, AT_SYMLINK_NOFOLLOW) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+        ::unlinkat(d.fd, f, 0);
+    }
   }
+  return ::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0;
 }
 
-Status mkdir_parents(const std::string& path) {
-  std::string cur;
+// Every field of meta.json rime reads, type-checked. A problem is reported, never thrown.
+struct Meta {
+  int64_t format_version = 0;
+  std::string key, engine, name_expression, lowered_name, arch, cubin_sha256;
+  int64_t cubin_bytes = -1, created = 0;
+  double compile_ms = 0;
+};
+std::string read_meta(const std::string& text, Meta& m) {
+  namespace jc = json_checked;
+  json j;
+  Status s = jc::parse_object(text, j, StatusCode::CacheCorrupt);
+  if (!s.ok()) return "meta.json " + s.message();
+  for (const Status& st : {jc::get_int(j, "format_version", m.format_version, "", StatusCode::CacheCorrupt)}) {
+    if (!st.ok()) return "meta.json: " + st.message();
+  }
+  if (m.format_version != kFormatVersion) return {};  // another format: its other fields are not ours to read
+  for (const Status& st : {jc::get_string(j, "key", m.key, "", StatusCode::CacheCorrupt),
+                           jc::get_string(j, "engine", m.engine, "", StatusCode::CacheCorrupt),
+                           jc::get_string(j, "name_expression", m.name_expression, "", StatusCode::CacheCorrupt),
+                           jc::get_string(j, "lowered_name", m.lowered_name, "", StatusCode::CacheCorrupt),
+                           jc::get_string(j, "arch", m.arch, "", StatusCode::CacheCorrupt),
+                           jc::get_string(j, "cubin_sha256", m.cubin_sha256, "", StatusCode::CacheCorrupt),
+                           jc::get_int(j, "cubin_bytes", m.cubin_bytes, "", StatusCode::CacheCorrupt),
+                           jc::get_int(j, "created", m.created, "", StatusCode::CacheCorrupt),
+                           jc::get_number(j, "compile_ms", m.compile_ms, "", StatusCode::CacheCorrupt)})
+    if (!st.ok()) return "meta.json: " + st.message() + (st.location().empty() ? "" : " (" + st.location() + ")");
+  return {};
+}
+
+// The checks a load makes of an entry's meta and cubin, in order; empty when it is sound.
+std::string check_entry(const Meta& m, const std::string& name, const std::optional<std::string>& cubin) {
+  if (m.key.size() != 64 || DiskCache::entry_name(m.engine, m.key) != name) return "meta.json names another key";
+  if (!cubin) return "no kernel.cubin (or not a regular file)";
+  if (static_cast<int64_t>(cubin->size()) != m.cubin_bytes)
+    return fmt::format("kernel.cubin has {} bytes, meta.json says {}", cubin->size(), m.cubin_bytes);
+  if (sha256_hex(*cubin) != m.cubin_sha256) return "kernel.cubin fails its sha256";
+  return {};
+}
+
+Status refuse(const std::string& message) { return Status(StatusCode::InvalidArgument, message); }
+
+// Creates each missing component of `path` (0700). Existing components, symlinks included, are used as they are:
+// only the final directory is checked (open()).
+void mkdir_parents(const std::string& path) {
   size_t pos = 0;
   while (pos != std::string::npos) {
     pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
-      return Status(StatusCode::CacheCorrupt, fmt::format("cannot create {}: {}", cur, std::strerror(errno)));
+    const std::string cur = path.substr(0, pos);
+    if (!cur.empty()) ::mkdir(cur.c_str(), 0700);
   }
-  return Status::success();
 }
 
 }  // namespace
 
+DirHandle::~DirHandle() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+struct DiskCache::SizeState {
+  std::mutex mu;
+  int64_t scanned_at = 0;       // unix seconds; 0: never
+  int64_t scanned_bytes = 0;    // the total then
+  int64_t published_since = 0;  // bytes this process published after that scan
+};
+
+DiskCache::DiskCache(std::string dir, std::shared_ptr<const DirHandle> handle, int64_t max_bytes)
+    : dir_(std::move(dir)), handle_(std::move(handle)), max_bytes_(max_bytes), sizes_(std::make_shared<SizeState>()) {}
+
+bool DiskCache::is_entry_name(const std::string& n) {
+  const size_t dot = n.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot > 64 || n.size() - dot - 1 != 16) return false;
+  for (size_t i = 0; i < dot; ++i)
+    if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= '0' && n[i] <= '9') || n[i] == '_')) return false;
+  for (size_t i = dot + 1; i < n.size(); ++i)
+    if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f'))) return false;
+  return true;
+}
+
+Result<DiskCache> DiskCache::open(const std::string& dir, int64_t max_bytes) {
+  struct stat lst {};
+  if (::lstat(dir.c_str(), &lst) != 0) {
+    mkdir_parents(dir);
+    if (::lstat(dir.c_str(), &lst) != 0) return refuse(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
+  }
+  const uid_t me = ::geteuid();
+  // The path is resolved once, here. A symlink is followed only when only this user (or root) can re-point it.
+  if (S_ISLNK(lst.st_mode) && lst.st_uid != me && lst.st_uid != 0)
+    return refuse(fmt::format("refusing cache directory {}: it is a symlink owned by uid {}, not by this user (uid {}) "
+                              "or root",
+                              dir, lst.st_uid, me));
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return refuse(fmt::format("{} is not a directory we can open: {}", dir, std::strerror(errno)));
+  auto handle = std::make_shared<const DirHandle>(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) return refuse(fmt::format("{} is not a directory", dir));
+  // A cubin loaded from a directory another user can write is code execution on the GPU.
+  if (st.st_uid != me)
+    return refuse(fmt::format("refusing cache directory {}: owned by uid {}, not by this user (uid {})", dir,
+                              st.st_uid, me));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return refuse(fmt::format("refusing cache directory {}: mode {:04o} lets other users write it (chmod 700 {} to "
+                              "use it)",
+                              dir, st.st_mode & 07777, dir));
+  if ((st.st_mode & S_IRWXU) != S_IRWXU) return refuse(fmt::format("cache directory {} is not writable", dir));
+  return DiskCache(dir, std::move(handle), max_bytes);
+}
+
 Settings resolve_settings() {
   Settings s;
   if (const char* m = std::getenv("RIME_CACHE_MAX_BYTES")) {
-    char* end = nullptr;
-    long long v = std::strtoll(m, &end, 10);
-    if (end && *end == '\0' && v > 0) s.max_bytes = v;
-    else log::warn("RIME_CACHE_MAX_BYTES='{}' is not a positive integer; using {}", m, s.max_bytes);
+    std::optional<int64_t> v = parse_bytes(m);
+    if (v && *v > 0) s.max_bytes = *v;
+    else log::warn("RIME_CACHE_MAX_BYTES='{}' is not a positive size (digits, optionally K, M, G or T); using {}", m,
+                   s.max_bytes);
   }
   if (const char* d = std::getenv("RIME_CACHE_DISABLE"); d && *d && std::strcmp(d, "0") != 0) {
     s.disabled_why = "RIME_CACHE_DISABLE is set";
@@ -152,133 +262,155 @@ Settings resolve_settings() {
     s.disabled_why = "no RIME_CACHE_DIR, XDG_CACHE_HOME or HOME to put the cache in";
     return s;
   }
-  Status made = mkdir_parents(dir);
-  struct stat st {};
-  if (!made.ok() || ::stat(dir.c_str(), &st) != 0) {
-    s.disabled_why = made.ok() ? fmt::format("cannot stat {}: {}", dir, std::strerror(errno)) : made.message();
-    return s;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    s.disabled_why = fmt::format("{} is not a directory", dir);
-    return s;
-  }
-  // A cubin loaded from a directory another user can write is code execution on the GPU.
-  if (st.st_uid != ::geteuid()) {
-    s.disabled_why = fmt::format("refusing cache directory {}: owned by uid {}, not by this user (uid {})", dir,
-                                 st.st_uid, ::geteuid());
-    return s;
-  }
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    s.disabled_why = fmt::format("refusing cache directory {}: mode {:04o} lets other users write it "
-                                 "(chmod 700 {} to use it)",
-                                 dir, st.st_mode & 07777, dir);
-    return s;
-  }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    s.disabled_why = fmt::format("cache directory {} is not writable", dir);
+  Result<DiskCache> opened = DiskCache::open(dir, s.max_bytes);
+  if (!opened.ok()) {
+    s.disabled_why = opened.status().message();
     return s;
   }
   s.dir = dir;
+  s.cache = std::make_shared<const DiskCache>(std::move(opened).value());
   return s;
 }
 
 const Settings& settings() {
   static const Settings s = [] {
     Settings r = resolve_settings();
-    if (r.dir.empty() && r.disabled_why != "RIME_CACHE_DISABLE is set")
+    if (!r.cache && r.disabled_why != "RIME_CACHE_DISABLE is set")
       log::warn("plan cache on disk disabled, compiling into memory only: {}", r.disabled_why);
     return r;
   }();
   return s;
 }
 
-EntryInfo DiskCache::inspect(const std::string& name) const {
+EntryInfo DiskCache::inspect(const std::string& name, bool checksums) const {
   EntryInfo e;
   e.name = name;
   e.path = dir_ + "/" + name;
   struct stat st {};
-  if (::stat(e.path.c_str(), &st) == 0) e.last_used = st.st_mtime;
-  for (const std::string& f : dir_names(e.path)) {
+  if (::fstatat(fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    e.kind = EntryKind::Foreign;
+    e.problem = "vanished";
+    return e;
+  }
+  if (!is_entry_name(name) || !S_ISDIR(st.st_mode)) {
+    e.kind = EntryKind::Foreign;
+    e.problem = S_ISLNK(st.st_mode) ? "a symlink (never followed)" : (S_ISDIR(st.st_mode) ? "not a cache entry name" : "not a directory");
+    return e;
+  }
+  e.last_used = st.st_mtime;
+  Fd d(open_dir_at(fd(), name));
+  if (!d.ok()) {
+    e.problem = "cannot open the entry directory";
+    return e;
+  }
+  for (const char* f : kEntryFiles) {
     struct stat fs {};
-    if (::stat((e.path + "/" + f).c_str(), &fs) == 0) e.bytes += fs.st_size;
+    if (::fstatat(d.fd, f, &fs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(fs.st_mode)) e.bytes += fs.st_size;
   }
-  auto meta_text = read_file(e.path + "/" + kMetaFile);
+  const std::optional<std::string> meta_text = read_file_at(d.fd, kMetaFile);
   if (!meta_text) {
-    e.problem = "no meta.json";
+    e.problem = "no meta.json (or not a regular file)";
     return e;
   }
-  json meta = json::parse(*meta_text, nullptr, false);
-  if (meta.is_discarded() || !meta.is_object()) {
-    e.problem = "meta.json does not parse";
+  Meta m;
+  std::string problem = read_meta(*meta_text, m);
+  e.format_version = static_cast<int>(std::clamp<int64_t>(m.format_version, INT32_MIN, INT32_MAX));
+  if (!problem.empty()) {
+    e.problem = problem;
     return e;
   }
-  e.format_version = meta.value("format_version", 0);
-  e.key = meta.value("key", "");
-  e.engine = meta.value("engine", "");
-  e.name_expression = meta.value("name_expression", "");
-  e.lowered_name = meta.value("lowered_name", "");
-  e.arch = meta.value("arch", "");
-  e.compile_ms = meta.value("compile_ms", 0.0);
-  e.created = meta.value("created", int64_t{0});
-  e.cubin_bytes = meta.value("cubin_bytes", int64_t{0});
-  if (e.format_version != kFormatVersion) {
-    e.problem = fmt::format("format version {} (this rime reads {})", e.format_version, kFormatVersion);
+  if (m.format_version != kFormatVersion) {
+    e.kind = EntryKind::OtherFormat;
+    e.problem = fmt::format("cache format version {} (this rime reads {})", m.format_version, kFormatVersion);
     return e;
   }
-  if (e.key.size() != 64 || entry_name(e.engine, e.key) != name) {
-    e.problem = "meta.json names another key";
+  e.key = m.key;
+  e.engine = m.engine;
+  e.name_expression = m.name_expression;
+  e.lowered_name = m.lowered_name;
+  e.arch = m.arch;
+  e.compile_ms = m.compile_ms;
+  e.created = m.created;
+  e.cubin_bytes = m.cubin_bytes;
+  if (!checksums) {
+    e.valid = true;  // not verified: prune needs only names, sizes and times
     return e;
   }
-  auto cubin = read_file(e.path + "/" + kCubinFile);
-  if (!cubin) {
-    e.problem = "no kernel.cubin";
-    return e;
-  }
-  if (static_cast<int64_t>(cubin->size()) != e.cubin_bytes) {
-    e.problem = fmt::format("kernel.cubin has {} bytes, meta.json says {}", cubin->size(), e.cubin_bytes);
-    return e;
-  }
-  if (sha256_hex(*cubin) != meta.value("cubin_sha256", "")) {
-    e.problem = "kernel.cubin fails its sha256";
-    return e;
-  }
-  e.valid = true;
+  e.problem = check_entry(m, name, read_file_at(d.fd, kCubinFile));
+  e.valid = e.problem.empty();
   return e;
 }
 
 std::optional<CompiledKernel> DiskCache::load(const KernelSpec& spec, const std::string& key) const {
-  const std::string path = dir_ + "/" + entry_name(spec.engine, key);
-  auto meta_text = read_file(path + "/" + kMetaFile);
-  if (!meta_text) return std::nullopt;  // the ordinary miss
-  json meta = json::parse(*meta_text, nullptr, false);
-  auto cubin = read_file(path + "/" + kCubinFile);
+  const std::string name = entry_name(spec.engine, key);
+  if (!is_entry_name(name)) return std::nullopt;
+  Fd d(open_dir_at(fd(), name));  // a symlink with the entry's name is not an entry: a miss
+  if (!d.ok()) return std::nullopt;  // the ordinary miss
+  const std::optional<std::string> meta_text = read_file_at(d.fd, kMetaFile);
   std::string problem;
-  if (meta.is_discarded() || !meta.is_object()) problem = "meta.json does not parse";
-  else if (meta.value("format_version", 0) != kFormatVersion)
-    problem = fmt::format("format version {}", meta.value("format_version", 0));
-  else if (meta.value("key", "") != key) problem = "meta.json names another key";
-  else if (!cubin) problem = "no kernel.cubin";
-  else if (static_cast<int64_t>(cubin->size()) != meta.value("cubin_bytes", int64_t{-1}))
-    problem = fmt::format("kernel.cubin truncated ({} bytes)", cubin->size());
-  else if (sha256_hex(*cubin) != meta.value("cubin_sha256", "")) problem = "kernel.cubin fails its sha256";
+  Meta m;
+  if (!meta_text) problem = "no meta.json (or not a regular file)";
+  else problem = read_meta(*meta_text, m);
+  std::optional<std::string> cubin;
+  if (problem.empty() && m.format_version != kFormatVersion)
+    problem = fmt::format("cache format version {}", m.format_version);
+  if (problem.empty() && m.key != key) problem = "meta.json names another key";
+  if (problem.empty()) {
+    cubin = read_file_at(d.fd, kCubinFile);
+    problem = check_entry(m, name, cubin);
+  }
   if (!problem.empty()) {
-    log::warn("cache entry {} is unusable ({}); recompiling", path, problem);
+    log::warn("cache entry {}/{} is unusable ({}); recompiling", dir_, name, problem);
     return std::nullopt;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // last used: now
+  ::futimens(d.fd, nullptr);  // last used: now
   CompiledKernel k;
   k.spec = spec;
   k.key = key;
-  k.lowered_name = meta.value("lowered_name", "");
+  k.lowered_name = m.lowered_name;
   k.cubin = std::move(*cubin);
-  k.compile_ms = meta.value("compile_ms", 0.0);
+  k.compile_ms = m.compile_ms;
   return k;
 }
 
+bool DiskCache::ensure_quarantine() const {
+  ::mkdirat(fd(), kQuarantine, 0700);
+  struct stat st {};
+  return ::fstatat(fd(), kQuarantine, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+         st.st_uid == ::geteuid();
+}
+
+void DiskCache::remove_entry(const std::string& name) const {
+  // First a hidden name (readers then simply miss), then what rime wrote in it.
+  const std::string trash = fmt::format(".trash-{}-{}", name, random_suffix());
+  if (::renameat(fd(), name.c_str(), fd(), trash.c_str()) != 0) return;
+  if (remove_own_dir(fd(), trash)) return;
+  // Something rime did not write is in it (e.g. a directory in place of a file): not ours to delete.
+  if (ensure_quarantine()) {
+    Fd q(open_dir_at(fd(), kQuarantine));
+    if (q.ok() && ::renameat(fd(), trash.c_str(), q.fd, fmt::format("{}.{}", name, now_seconds()).c_str()) == 0) {
+      log::warn("cache entry {}/{} held files rime did not write; moved to {}/{}/", dir_, name, dir_, kQuarantine);
+      return;
+    }
+  }
+  log::warn("cache entry {}/{} held files rime did not write; left as {}/{}", dir_, name, dir_, trash);
+}
+
+void DiskCache::remove_stale_temps(int64_t older_than) const {
+  const int64_t now = now_seconds();
+  for (const std::string& n : names_in(fd())) {
+    if (!is_own_scratch_name(n)) continue;
+    struct stat st {};
+    if (::fstatat(fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;  // a symlink: foreign
+    if (now - st.st_mtime > older_than) remove_own_dir(fd(), n);
+  }
+}
+
 Status DiskCache::store(const CompiledKernel& k) const {
-  remove_stale_temps(dir_);
+  remove_stale_temps(kStaleTempSeconds);
   const std::string name = entry_name(k.spec.engine, k.key);
-  const std::string final_path = dir_ + "/" + name;
+  if (!is_entry_name(name))
+    return Status(StatusCode::Internal, fmt::format("engine name '{}' does not make a cache entry name", k.spec.engine));
   json meta{{"format_version", kFormatVersion},
             {"key", k.key},
             {"engine", k.spec.engine},
@@ -294,95 +426,158 @@ Status DiskCache::store(const CompiledKernel& k) const {
             {"cubin_bytes", static_cast<int64_t>(k.cubin.size())},
             {"compile_ms", k.compile_ms},
             {"created", now_seconds()}};
-  std::string tmpl = fmt::format("{}/.tmp-{}-XXXXXX", dir_, name);
-  if (!::mkdtemp(tmpl.data()))
-    return Status(StatusCode::CacheCorrupt, fmt::format("cannot create a temp directory in {}: {}", dir_,
-                                                        std::strerror(errno)));
-  const std::string tmp = tmpl;
-  const std::pair<const char*, std::string> files[] = {
-      {kSourceFile, generated_source(k.spec)}, {kCubinFile, k.cubin}, {kMetaFile, meta.dump(2) + "\n"}};
-  for (const auto& [file, data] : files) {
-    Status s = write_file_synced(tmp + "/" + file, data);
-    if (!s.ok()) {
-      remove_tree(tmp);
-      return s;
-    }
+  std::string tmp;
+  for (int attempt = 0; attempt < 8 && tmp.empty(); ++attempt) {
+    const std::string candidate = fmt::format(".tmp-{}-{}", name, random_suffix());
+    if (::mkdirat(fd(), candidate.c_str(), 0700) == 0) tmp = candidate;
+    else if (errno != EEXIST)
+      return Status(StatusCode::CacheCorrupt, fmt::format("cannot create a temp directory in {}: {}", dir_, std::strerror(errno)));
   }
-  fsync_dir(tmp);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+  if (tmp.empty()) return Status(StatusCode::CacheCorrupt, fmt::format("cannot create a temp directory in {}", dir_));
+  {
+    Fd t(open_dir_at(fd(), tmp));
+    if (!t.ok()) return Status(StatusCode::CacheCorrupt, fmt::format("cannot open {}/{}", dir_, tmp));
+    const std::pair<const char*, std::string> files[] = {
+        {kSourceFile, generated_source(k.spec)}, {kCubinFile, k.cubin}, {kMetaFile, meta.dump(2) + "\n"}};
+    for (const auto& [file, data] : files) {
+      Status s = write_file_synced_at(t.fd, file, data, dir_ + "/" + tmp + "/" + file);
+      if (!s.ok()) {
+        remove_own_dir(fd(), tmp);
+        return s;
+      }
+    }
+    ::fsync(t.fd);
+  }
+  if (::renameat(fd(), tmp.c_str(), fd(), name.c_str()) != 0) {
     const int e = errno;
-    if (e != EEXIST && e != ENOTEMPTY) {
-      remove_tree(tmp);
-      return Status(StatusCode::CacheCorrupt, fmt::format("cannot publish {}: {}", final_path, std::strerror(e)));
+    if (e != EEXIST && e != ENOTEMPTY && e != ENOTDIR) {
+      remove_own_dir(fd(), tmp);
+      return Status(StatusCode::CacheCorrupt, fmt::format("cannot publish {}/{}: {}", dir_, name, std::strerror(e)));
     }
-    // Someone published this key first. Keep theirs if it is sound; if it is corrupt, repair it file by file
-    // (each rename is atomic, so readers see old or new files and verify the checksum either way).
-    if (!inspect(name).valid) {
-      log::warn("repairing cache entry {}", final_path);
-      for (const char* file : {kSourceFile, kCubinFile, kMetaFile})
-        ::rename((tmp + "/" + file).c_str(), (final_path + "/" + file).c_str());
+    // Something holds the name. A sound entry (another writer won the race) stays and ours goes. A corrupt
+    // entry of ours is moved aside whole (also a directory in place of one of its files) and ours takes its
+    // place. A foreign thing with the name (a symlink, a file) is left alone: we stay memory-only for this key.
+    const EntryInfo existing = inspect(name, true);
+    // (Another format version under this key's name cannot be another rime's entry: the format version is part
+    // of the key. It is replaced like a corrupt one.)
+    if ((existing.kind == EntryKind::Entry && !existing.valid) || existing.kind == EntryKind::OtherFormat) {
+      log::warn("repairing cache entry {}/{} ({})", dir_, name, existing.problem);
+      remove_entry(name);
+      if (::renameat(fd(), tmp.c_str(), fd(), name.c_str()) == 0) tmp.clear();
+    } else if (existing.kind == EntryKind::Foreign) {
+      log::warn("cache name {}/{} is taken by {}; not publishing there", dir_, name, existing.problem);
     }
-    remove_tree(tmp);
+    if (!tmp.empty()) remove_own_dir(fd(), tmp);
   }
-  fsync_dir(dir_);
-  prune(max_bytes_);
+  ::fsync(fd());
+  // The size cap, without a scan per publish: rescan when the last scan is old or this process's publishes
+  // since may have crossed the cap.
+  const int64_t published = static_cast<int64_t>(k.cubin.size() + meta.dump(2).size());
+  bool rescan = false;
+  {
+    std::lock_guard<std::mutex> lock(sizes_->mu);
+    sizes_->published_since += published;
+    rescan = now_seconds() - sizes_->scanned_at >= kSizeRescanSeconds ||
+             sizes_->scanned_bytes + sizes_->published_since > max_bytes_;
+  }
+  if (rescan) prune(max_bytes_);
   return Status::success();
 }
 
-std::vector<EntryInfo> DiskCache::list() const {
+std::vector<EntryInfo> DiskCache::scan_sizes() const {
   std::vector<EntryInfo> out;
-  for (const std::string& n : dir_names(dir_)) {
-    if (n[0] == '.' || n == "quarantine") continue;
-    out.push_back(inspect(n));
+  for (const std::string& n : names_in(fd())) {
+    if (!is_entry_name(n)) continue;
+    struct stat st {};
+    if (::fstatat(fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;  // foreign
+    EntryInfo e;
+    e.name = n;
+    e.path = dir_ + "/" + n;
+    e.last_used = st.st_mtime;
+    // Sizes only: a stat through the entry's path cannot modify or load anything.
+    for (const char* f : kEntryFiles) {
+      struct stat fs {};
+      if (::fstatat(fd(), (n + "/" + f).c_str(), &fs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(fs.st_mode))
+        e.bytes += fs.st_size;
+    }
+    out.push_back(std::move(e));
   }
   return out;
 }
 
+std::vector<EntryInfo> DiskCache::list(bool checksums) const {
+  std::vector<EntryInfo> entries, foreign;
+  for (const std::string& n : names_in(fd())) {
+    if (n == kQuarantine || is_own_scratch_name(n)) continue;
+    EntryInfo e = inspect(n, checksums);
+    (e.kind == EntryKind::Foreign ? foreign : entries).push_back(std::move(e));
+  }
+  entries.insert(entries.end(), foreign.begin(), foreign.end());
+  return entries;
+}
+
 std::vector<EntryInfo> DiskCache::verify() const {
   std::vector<EntryInfo> bad;
-  for (EntryInfo& e : list()) {
-    if (e.valid) continue;
-    const std::string q = dir_ + "/quarantine";
-    ::mkdir(q.c_str(), 0700);
-    const std::string dest = fmt::format("{}/{}.{}", q, e.name, now_seconds());
-    if (::rename(e.path.c_str(), dest.c_str()) == 0) e.path = dest;
+  for (EntryInfo& e : list(true)) {
+    if (e.kind != EntryKind::Entry || e.valid) continue;
+    if (ensure_quarantine()) {
+      Fd q(open_dir_at(fd(), kQuarantine));
+      const std::string dest = fmt::format("{}.{}", e.name, now_seconds());
+      if (q.ok() && ::renameat(fd(), e.name.c_str(), q.fd, dest.c_str()) == 0)
+        e.path = fmt::format("{}/{}/{}", dir_, kQuarantine, dest);
+    }
     bad.push_back(e);
   }
   return bad;
 }
 
 std::vector<EntryInfo> DiskCache::prune(int64_t max_bytes) const {
-  remove_stale_temps(dir_);
-  std::vector<EntryInfo> entries = list();
+  remove_stale_temps(kStaleTempSeconds);
+  std::vector<EntryInfo> entries = scan_sizes();  // entries only: foreign names are never ours to evict
   int64_t total = 0;
   for (const EntryInfo& e : entries) total += e.bytes;
+  auto record = [&](int64_t bytes) {
+    std::lock_guard<std::mutex> lock(sizes_->mu);
+    sizes_->scanned_at = now_seconds();
+    sizes_->scanned_bytes = bytes;
+    sizes_->published_since = 0;
+  };
+  if (total <= max_bytes) {
+    record(total);
+    return {};
+  }
   std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
     return a.last_used != b.last_used ? a.last_used < b.last_used : a.name < b.name;
   });
   std::vector<EntryInfo> evicted;
   for (const EntryInfo& e : entries) {
     if (total <= max_bytes) break;
-    remove_entry(dir_, e.name);
+    remove_entry(e.name);
     total -= e.bytes;
     evicted.push_back(e);
   }
+  record(total);
   return evicted;
 }
 
 Result<int> DiskCache::clear() const {
   int n = 0;
-  for (const std::string& name : dir_names(dir_)) {
-    if (name == "quarantine") {
-      remove_tree(dir_ + "/" + name);
-      continue;
-    }
-    if (name[0] == '.') {
-      remove_tree(dir_ + "/" + name);
-      continue;
-    }
-    remove_entry(dir_, name);
+  for (const EntryInfo& e : list(false)) {
+    if (e.kind == EntryKind::Foreign) continue;
+    remove_entry(e.name);
     ++n;
   }
+  // Quarantined entries (names rime gave them: <entry>.<seconds>) are rime's too.
+  Fd q(open_dir_at(fd(), kQuarantine));
+  if (q.ok()) {
+    for (const std::string& qn : names_in(q.fd)) {
+      const size_t dot = qn.rfind('.');
+      if (dot == std::string::npos || !is_entry_name(qn.substr(0, dot))) continue;
+      struct stat st {};
+      if (::fstatat(q.fd, qn.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) remove_own_dir(q.fd, qn);
+    }
+  }
+  remove_stale_temps(kStaleTempSeconds);  // a live writer's temp directory (younger) stays
   return n;
 }
 

@@ -1,9 +1,16 @@
 // Internal: the on-disk plan cache (SPEC section 9). Entries are directories `<engine>.<digest16>/` holding
 // kernel.cu, kernel.cubin and meta.json; they are published by compiling into a private temp directory and
 // renaming it into place, and every load verifies the cubin's sha256.
+//
+// The cache directory is hostile ground (STYLE lesson 15): it is resolved and checked once, and every later
+// operation works relative to the directory handle taken then (openat / renameat / unlinkat), never following
+// a symlink. Only names rime owns are ever touched: entry names (the key format above), its temp and trash
+// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`) and `quarantine/`. Anything else in the directory
+// (a user's notes/, a symlink named like an entry) is foreign: listed, never loaded, moved or deleted.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,61 +22,116 @@ namespace rime::cache {
 
 inline constexpr int kFormatVersion = 1;
 inline constexpr int64_t kDefaultMaxBytes = int64_t{2} << 30;
+// A temp or trash directory this old belongs to a process that was killed; it is removed.
+inline constexpr int64_t kStaleTempSeconds = 600;
+// A publish rescans the directory's sizes (for the size cap) at most this often, unless what this process
+// published since its last scan may have crossed the cap: with 10,000 entries a scan is ~40,000 stat calls.
+inline constexpr int64_t kSizeRescanSeconds = 30;
+
+// An open directory descriptor, closed when the last copy goes.
+class DirHandle {
+ public:
+  explicit DirHandle(int fd) : fd_(fd) {}
+  ~DirHandle();
+  DirHandle(const DirHandle&) = delete;
+  DirHandle& operator=(const DirHandle&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class DiskCache;
 
 // Where the cache lives and whether it may be used, from RIME_CACHE_DIR / XDG_CACHE_HOME / HOME,
 // RIME_CACHE_DISABLE and RIME_CACHE_MAX_BYTES.
 struct Settings {
-  std::string dir;           // empty when disabled or refused
+  std::string dir;  // as configured; empty when disabled or refused
   int64_t max_bytes = kDefaultMaxBytes;
   std::string disabled_why;  // why the disk cache is not used (empty when it is)
+  std::shared_ptr<const DiskCache> cache;  // the opened cache when usable
 };
 // Resolved and checked once per process; an unusable directory is reported by one warning.
 const Settings& settings();
 // Resolves and checks the settings afresh (tests and the cache tool, which change the environment).
 Settings resolve_settings();
 
+enum class EntryKind {
+  Entry,        // a directory with an entry's name
+  OtherFormat,  // an entry of another cache format version: listed, never loaded, quarantined or verified
+  Foreign,      // not a name rime owns, or a symlink / file with an entry's name: never touched
+};
+
 struct EntryInfo {
-  std::string name;  // directory name: <engine>.<digest16>
+  std::string name;  // <engine>.<digest16>, or the foreign name
   std::string path;
+  EntryKind kind = EntryKind::Entry;
   std::string key, engine, name_expression, lowered_name, arch;
   int format_version = 0;
-  int64_t bytes = 0;       // all files of the entry
+  int64_t bytes = 0;  // of the entry's files (stat sizes)
   int64_t cubin_bytes = 0;
   double compile_ms = 0;
   int64_t created = 0;    // unix seconds
   int64_t last_used = 0;  // unix seconds (the entry directory's mtime, touched on every load)
-  bool valid = false;
-  std::string problem;  // why it is not valid
+  bool valid = false;     // checked: meta.json types, key, cubin size and sha256 (list with checksums)
+  std::string problem;    // why it is not valid, or what a foreign name is
 };
 
 class DiskCache {
  public:
-  explicit DiskCache(std::string dir, int64_t max_bytes = kDefaultMaxBytes)
-      : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  // Opens (creating it, 0700, when missing) and checks a cache directory: a real directory, or a symlink whose
+  // owner is this user or root; the directory itself owned by this user and not writable by group or others.
+  // InvalidArgument otherwise, with the reason.
+  static Result<DiskCache> open(const std::string& dir, int64_t max_bytes = kDefaultMaxBytes);
 
-  // nullopt on a miss; a missing, truncated, checksum-failing or other-version entry is a miss (logged).
+  // nullopt on a miss; a missing, truncated, checksum-failing, mistyped or other-version entry is a miss (the
+  // bad ones are logged).
   std::optional<CompiledKernel> load(const KernelSpec& spec, const std::string& key) const;
   // Publishes atomically; a concurrent identical entry wins and ours is discarded. A corrupt entry at the same
-  // key is repaired file by file (atomic renames). Then evicts least-recently-used entries over max_bytes.
+  // key (a file missing, truncated, a directory in place of a file) is moved aside and replaced. Then evicts
+  // least-recently-used entries over max_bytes, by stat sizes and times (no checksums, no file reads), from a
+  // scan at most kSizeRescanSeconds old plus what this process published since.
   Status store(const CompiledKernel& kernel) const;
 
-  std::vector<EntryInfo> list() const;
-  // Recomputes every checksum; moves bad entries to quarantine/ and returns them.
+  // Every name in the directory: entries first (checked with checksums when `checksums`), then foreign names.
+  std::vector<EntryInfo> list(bool checksums = true) const;
+  // Recomputes every checksum; moves bad entries of this format version to quarantine/ and returns them.
+  // Entries of other format versions and foreign names are left alone.
   std::vector<EntryInfo> verify() const;
   // Evicts least-recently-used entries until the total is at most max_bytes; returns those evicted.
   std::vector<EntryInfo> prune(int64_t max_bytes) const;
-  // Removes every entry (and stale temp directories); returns how many entries.
+  // Removes every entry, quarantined entries and stale temp directories (a live writer's stay); returns how
+  // many entries. Foreign names stay.
   Result<int> clear() const;
 
   const std::string& dir() const { return dir_; }
+  int64_t max_bytes() const { return max_bytes_; }
   static std::string entry_name(const std::string& engine, const std::string& key) {
     return engine + "." + key.substr(0, 16);
   }
+  // Whether `name` has the form of an entry name: [a-z0-9_]{1,64} '.' 16 lowercase hex digits.
+  static bool is_entry_name(const std::string& name);
 
  private:
-  EntryInfo inspect(const std::string& name) const;
+  DiskCache(std::string dir, std::shared_ptr<const DirHandle> handle, int64_t max_bytes);
+  int fd() const { return handle_->fd(); }
+  EntryInfo inspect(const std::string& name, bool checksums) const;
+  void remove_stale_temps(int64_t older_than) const;
+  // Moves an entry out of the way (to a trash name) and removes what rime owns in it; what cannot be removed
+  // (a directory planted in place of a file) goes to quarantine/.
+  void remove_entry(const std::string& name) const;
+  bool ensure_quarantine() const;
+
+  // Each entry's name, stat size and last use, without reading any file.
+  std::vector<EntryInfo> scan_sizes() const;
+
+  // What the last size scan saw, shared by copies of this cache (so by every thread of a process).
+  struct SizeState;
+
   std::string dir_;
+  std::shared_ptr<const DirHandle> handle_;
   int64_t max_bytes_;
+  std::shared_ptr<SizeState> sizes_;
 };
 
 }  // namespace rime::cache

@@ -37,10 +37,7 @@ void clear_memory_cache() {
 }
 
 Result<KernelLookup> get_kernel(const KernelSpec& spec) {
-  const cache::Settings& settings = cache::settings();
-  if (settings.dir.empty()) return get_kernel(spec, nullptr);
-  static const cache::DiskCache disk(settings.dir, settings.max_bytes);
-  return get_kernel(spec, &disk);
+  return get_kernel(spec, cache::settings().cache.get());
 }
 
 Result<KernelLookup> get_kernel(const KernelSpec& spec, const cache::DiskCache* disk) {

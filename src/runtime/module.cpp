@@ -11,12 +11,17 @@ namespace rime::runtime {
 
 Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes) {
   static std::mutex mu;
-  static std::map<std::string, CUmodule> modules;  // key -> module, for the life of the process
+  // (context, key) -> module, for the life of the process: a module belongs to the context it was loaded in,
+  // so two GPUs (two contexts) of one process each get their own.
+  static std::map<std::pair<CUcontext, std::string>, CUmodule> modules;
   Status s = driver::ensure_context();
   if (!s.ok()) return s;
   const driver::Api* api = driver::api();
+  CUcontext ctx = nullptr;
+  s = driver::check(api->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu);
-  CUmodule& module = modules[kernel.key];
+  CUmodule& module = modules[{ctx, kernel.key}];
   if (!module) {
     s = driver::check(api->cuModuleLoadData(&module, kernel.cubin.data()), "cuModuleLoadData");
     if (!s.ok()) {

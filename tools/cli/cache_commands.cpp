@@ -41,9 +41,9 @@ int cmd_cache(const Args& args) {
   const std::string action = args.positional[0];
   const bool json_out = args.flag("json");
   const cache::Settings settings = cache::resolve_settings();
-  if (settings.dir.empty() && action != "warm")
+  if (!settings.cache && action != "warm")
     return fail(args, StatusCode::CacheCorrupt, "no usable cache directory: " + settings.disabled_why);
-  cache::DiskCache disk(settings.dir, settings.max_bytes);
+  const cache::DiskCache& disk = *settings.cache;
 
   if (action == "ls") {
     auto entries = disk.list();
