@@ -25,7 +25,7 @@ const std::vector<Level>& levels() {
   static const std::vector<Level> kLevels = {
       {0, "core", {"include/rime/status.hpp", "include/rime/types.hpp", "include/rime/version.hpp",
                    "include/rime/device.hpp", "src/status.cpp", "src/device.cpp", "src/status_macros.hpp",
-                   "src/digest/", "src/log/", "src/json/", "src/embedded_files.hpp"}},
+                   "src/digest/", "src/log/", "src/json/", "src/units/", "src/embedded_files.hpp"}},
       {1, "graph", {"include/rime/graph.hpp", "include/rime/json.hpp", "src/graph/", "src/validate/"}},
       {2, "facts", {"include/rime/facts.hpp", "src/analyze/"}},
       {3, "rows", {"include/rime/rows.hpp", "src/match/"}},

@@ -52,17 +52,17 @@ const BadGraph kBadGraphs[] = {
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/2","value":-4}])", StatusCode::InvalidGraph,
      "dim 2 is -4", "/tensors/0/dims/2"},
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims/2","value":0}])", StatusCode::InvalidGraph,
-     "dims must be >= 1", "/tensors/0/dims/2"},
+     "dims must be in 1..2147483647", "/tensors/0/dims/2"},
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides/1","value":0}])", StatusCode::InvalidGraph,
      "strides must be >= 1", "/tensors/0/strides/1"},
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides","value":[1,1,1]}])", StatusCode::InvalidGraph,
      "3 strides for 4 dims", "/tensors/0/strides"},
-    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims","value":[4294967296,4294967296,2,128]}])",
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dims","value":[2147483647,2147483647,4,128]}])",
      StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/strides","value":[4611686018427387904,131072,128,1]}])",
      StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
     {"fp8_prefill", R"([{"op":"remove","path":"/tensors/0/strides"},
-                        {"op":"replace","path":"/tensors/0/dims","value":[4294967296,4294967296,4294967296,128]}])",
+                        {"op":"replace","path":"/tensors/0/dims","value":[2147483647,2147483647,2147483647,128]}])",
      StatusCode::InvalidGraph, "overflow a 64-bit size", "/tensors/0/dims"},
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/4/uid","value":4}])", StatusCode::InvalidGraph,
      "uid 4 is already the uid of descale_q", "/tensors/4/uid"},
@@ -129,10 +129,10 @@ const BadGraph kBadGraphs[] = {
     {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/padding_mask","value":false}])",
      StatusCode::InvalidGraph, "padding_mask is false", "/op/inputs/seq_len_q"},
     {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/window_left","value":-3}])",
-     StatusCode::InvalidGraph, "window_left -3 is negative", "/op/attributes/window_left"},
+     StatusCode::InvalidGraph, "window_left -3 is outside 0..2147483647", "/op/attributes/window_left"},
     {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/causal","value":false},
                                 {"op":"add","path":"/op/attributes/band_right","value":-1}])",
-     StatusCode::InvalidGraph, "band_right -1 is negative", "/op/attributes/band_right"},
+     StatusCode::InvalidGraph, "band_right -1 is outside 0..2147483647", "/op/attributes/band_right"},
     {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/band_right","value":4}])",
      StatusCode::InvalidGraph, "causal is band_right 0", "/op/attributes/band_right"},
     {"fp8_prefill", R"([{"op":"add","path":"/op/knobs","value":{"split_kv":0}}])", StatusCode::InvalidGraph,
@@ -208,6 +208,32 @@ const BadGraph kBadGraphs[] = {
      "name of length 0", "/tensors/0/name"},
     {"fp8_prefill", R"([{"op":"replace","path":"/op/inputs","value":[1,2]}])", StatusCode::InvalidJson,
      "expected an object, found array", "/op/inputs"},
+    // outputs whose elements overlap (issue 13): O's rows land on each other, an FP4 O too; inputs may alias
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/9/strides","value":[1048576,131072,64,1]}])",
+     StatusCode::InvalidGraph, "O: output strides [1048576,131072,64,1] on dims [2,8,1024,128] overlap: dim 2 (stride 64)",
+     "/tensors/9/strides"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/10/strides","value":[8192,1024,0,1]}])",
+     StatusCode::InvalidGraph, "stride 2 is 0; strides must be >= 1", "/tensors/10/strides/2"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/10/strides","value":[1024,1024,1,1]}])",
+     StatusCode::InvalidGraph, "Stats: output strides [1024,1024,1,1] on dims [2,8,1024,1] overlap", "/tensors/10/strides"},
+    {"fp8_nvfp4_o_planes", R"([{"op":"replace","path":"/tensors/9/strides","value":[262144,128,2,1]}])",
+     StatusCode::InvalidGraph, "output strides [262144,128,2,1] on dims", "/tensors/9/strides"},
+    // 32-bit ranges: extents and bounds the kernels hold in 32 bits
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/1/dims/2","value":2147483648},
+                        {"op":"replace","path":"/tensors/1/strides","value":[1,1,1,1]}])",
+     StatusCode::InvalidGraph, "K: dim 2 is 2147483648; dims must be in 1..2147483647", "/tensors/1/dims/2"},
+    {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/window_left","value":4294967296}])",
+     StatusCode::InvalidGraph, "window_left 4294967296 is outside 0..2147483647", "/op/attributes/window_left"},
+    {"bf16_causal_sink", R"([{"op":"remove","path":"/op/attributes/causal"},
+                             {"op":"add","path":"/op/attributes/band_right","value":2147483648}])",
+     StatusCode::InvalidGraph, "band_right 2147483648 is outside 0..2147483647", "/op/attributes/band_right"},
+    // names that could forge message lines, and pointers that need RFC 6901 escapes
+    {"fp8_prefill", R"([{"op":"add","path":"/tensors/0/bad~0key\nERROR: forged","value":1}])", StatusCode::InvalidJson,
+     "unknown field 'bad~key\\u000aERROR: forged'", "/tensors/0/bad~0key\\u000aERROR: forged"},
+    {"fp8_prefill", R"([{"op":"add","path":"/op/inputs/a~1b","value":1}])", StatusCode::InvalidJson,
+     "unknown input 'a/b'", "/op/inputs/a~1b"},
+    {"fp8_prefill", R"([{"op":"replace","path":"/tensors/0/dtype","value":"FP8\r\nX"}])", StatusCode::InvalidJson,
+     "unknown dtype 'FP8\\u000d\\u000aX'", "/tensors/0/dtype"},
 };
 
 
@@ -227,6 +253,26 @@ TEST_CASE("every bad graph gets its code, message and location", "[validate]") {
     CHECK(g.status().message().find(bad.substring) != std::string::npos);
     CHECK(g.status().location() == bad.location);
   }
+}
+
+TEST_CASE("a key written twice in one object is refused with its pointer", "[validate][json]") {
+  std::string text = test::read_text(test::example_path("fp8_prefill"));
+  // The second "dtype" of tensor 1 would silently win in a lenient reader.
+  const size_t at = text.find("\"dtype\"", text.find("\"name\": \"K\""));
+  REQUIRE(at != std::string::npos);
+  text.insert(at, "\"dtype\": \"FP8_E5M2\", ");
+  Result<Graph> g = graph_from_json(text);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == StatusCode::InvalidJson);
+  CHECK(g.status().location() == "/tensors/1/dtype");
+  CHECK(g.status().message().find("appears twice") != std::string::npos);
+  // In the op's inputs too, and at the top.
+  std::string op_text = test::read_text(test::example_path("fp8_prefill"));
+  const size_t q = op_text.find("\"Q\": 1");
+  REQUIRE(q != std::string::npos);
+  op_text.insert(q, "\"Q\": 2, ");
+  CHECK(graph_from_json(op_text).status().location() == "/op/inputs/Q");
+  CHECK(graph_from_json("{\"rime_graph\": 1, \"rime_graph\": 1}").status().location() == "/rime_graph");
 }
 
 TEST_CASE("validate() on graphs built in C++", "[validate]") {

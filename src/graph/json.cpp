@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include "digest/sha256.hpp"
+#include "json/checked.hpp"
 #include "status_macros.hpp"
 
 namespace rime {
@@ -63,7 +65,7 @@ class ObjectReader {
       return json_error(ptr_, fmt::format("expected an object, found {}", type_name(j_)));
     return Status::success();
   }
-  std::string at(const std::string& key) const { return ptr_ + "/" + key; }
+  std::string at(const std::string& key) const { return ptr_ + "/" + json_checked::pointer_token(key); }
   const json* find(const std::string& key) {
     seen_.push_back(key);
     auto it = j_.find(key);
@@ -80,7 +82,8 @@ class ObjectReader {
       if (!known) {
         std::string list;
         for (const auto& s : seen_) list += (list.empty() ? "" : ", ") + s;
-        return json_error(at(it.key()), fmt::format("unknown field '{}' (expected one of: {})", it.key(), list));
+        return json_error(at(it.key()), fmt::format("unknown field {} (expected one of: {})",
+                                                    json_checked::quoted(it.key()), list));
       }
     }
     return Status::success();
@@ -169,9 +172,9 @@ Status read_tensor(const json& j, const std::string& ptr, TensorDesc& t) {
   RIME_RETURN_IF_ERROR(r.get_string("dtype", dtype));
   auto parsed = parse_data_type(dtype);
   if (!parsed)
-    return json_error(r.at("dtype"), fmt::format("unknown dtype '{}' (expected FP32, FP16, BF16, FP8_E4M3, "
+    return json_error(r.at("dtype"), fmt::format("unknown dtype {} (expected FP32, FP16, BF16, FP8_E4M3, "
                                                  "FP8_E5M2, FP4_E2M1, FP8_E8M0, INT32, INT64)",
-                                                 dtype));
+                                                 json_checked::quoted(dtype)));
   t.dtype = *parsed;
   RIME_RETURN_IF_ERROR(r.get_bool("output", t.is_output));
   return r.finish();
@@ -181,9 +184,9 @@ Status read_bindings(const json& j, const std::string& ptr, bool outputs, SdpaOp
   if (!j.is_object()) return json_error(ptr, fmt::format("expected an object, found {}", type_name(j)));
   for (auto it = j.begin(); it != j.end(); ++it) {
     auto role = parse_role(it.key());
-    std::string p = ptr + "/" + it.key();
+    std::string p = ptr + "/" + json_checked::pointer_token(it.key());
     if (!role || is_output_role(*role) != outputs)
-      return json_error(p, fmt::format("unknown {} '{}'", outputs ? "output" : "input", it.key()));
+      return json_error(p, fmt::format("unknown {} {}", outputs ? "output" : "input", json_checked::quoted(it.key())));
     int64_t uid = 0;
     RIME_RETURN_IF_ERROR(ObjectReader::read_int(it.value(), p, uid));
     op.operands[static_cast<int>(*role)] = uid;
@@ -210,7 +213,8 @@ Status read_attributes(const json& j, const std::string& ptr, SdpaAttributes& a)
   else if (alignment == "bottom_right") a.alignment = DiagonalAlignment::BottomRight;
   else
     return json_error(r.at("alignment"),
-                      fmt::format("unknown alignment '{}' (expected top_left or bottom_right)", alignment));
+                      fmt::format("unknown alignment {} (expected top_left or bottom_right)",
+                                  json_checked::quoted(alignment)));
   int64_t x = 0;
   if (r.find("window_left")) {
     RIME_RETURN_IF_ERROR(r.get_int("window_left", x));
@@ -259,7 +263,8 @@ Status read_op(const json& j, SdpaOp& op) {
   RIME_RETURN_IF_ERROR(r.get_string("kind", kind));
   auto parsed = parse_op_kind(kind);
   if (!parsed)
-    return json_error(r.at("kind"), fmt::format("unknown op kind '{}' (expected sdpa, sdpa_fp8, sdpa_mxfp8)", kind));
+    return json_error(r.at("kind"), fmt::format("unknown op kind {} (expected sdpa, sdpa_fp8, sdpa_mxfp8)",
+                                                json_checked::quoted(kind)));
   op.kind = *parsed;
   RIME_RETURN_IF_ERROR(r.get_string("name", op.name, false));
   RIME_RETURN_IF_ERROR(check_name_chars(op.name, r.at("name")));
@@ -355,7 +360,11 @@ Result<Graph> parse_graph_json(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return json_error("", "empty document");
   RIME_RETURN_IF_ERROR(check_depth(text));
   try {
-    json j = json::parse(text.begin(), text.end());
+    // Duplicate keys are refused (nlohmann keeps the last one silently): the file means one thing or nothing.
+    json_checked::DuplicateKeyFinder duplicates;
+    json j = json::parse(text.begin(), text.end(), std::ref(duplicates));
+    if (!duplicates.duplicate().empty())
+      return json_error(duplicates.duplicate(), "this key appears twice in its object");
     Graph g;
     RIME_RETURN_IF_ERROR(read_graph(j, g));
     return g;

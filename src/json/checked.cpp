@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
 #include <limits>
-#include <set>
 #include <vector>
 
 namespace rime::json_checked {
@@ -95,30 +96,76 @@ Status get_bool(const json& obj, const char* key, bool& out, const std::string& 
   return Status::success();
 }
 
-Status parse_object(const std::string& text, json& out, StatusCode code) {
-  // The SAX callback sees every key as it is read: a second occurrence within one object is refused (nlohmann
-  // keeps the last one silently).
-  std::vector<std::set<std::string>> open;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open.emplace_back(); break;
-      case json::parse_event_t::object_end: if (!open.empty()) open.pop_back(); break;
-      case json::parse_event_t::key:
-        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-          duplicate = parsed.get<std::string>();
-        break;
-      default: break;
-    }
-    return true;
+namespace {
+void escape_into(std::string& out, unsigned char c) {
+  if (c < 0x20 || c >= 0x7f) out += fmt::format("\\u{:04x}", c);
+  else out += static_cast<char>(c);
+}
+}  // namespace
+
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (unsigned char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else escape_into(out, c);
+  }
+  return out;
+}
+
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (unsigned char c : text) escape_into(out, c);
+  return out + "'";
+}
+
+// The pointer of the innermost open object: each enclosing container's current child.
+std::string DuplicateKeyFinder::path() const {
+  std::string p;
+  for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+    const Frame& f = frames_[i];
+    p += "/" + (f.object ? pointer_token(f.keys.empty() ? "" : f.keys.back()) : std::to_string(f.index));
+  }
+  return p;
+}
+
+bool DuplicateKeyFinder::operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+  auto element_done = [&] {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
   };
+  switch (event) {
+    case json::parse_event_t::object_start: frames_.push_back(Frame{true, {}, 0}); break;
+    case json::parse_event_t::array_start: frames_.push_back(Frame{false, {}, 0}); break;
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      if (!frames_.empty()) frames_.pop_back();
+      element_done();
+      break;
+    case json::parse_event_t::key: {
+      if (frames_.empty()) break;
+      const std::string key = parsed.get<std::string>();
+      Frame& f = frames_.back();
+      if (duplicate_.empty() && std::find(f.keys.begin(), f.keys.end(), key) != f.keys.end()) {
+        duplicate_ = path() + "/" + pointer_token(key);
+      }
+      f.keys.push_back(key);
+      break;
+    }
+    case json::parse_event_t::value: element_done(); break;
+  }
+  return true;
+}
+
+Status parse_object(const std::string& text, json& out, StatusCode code) {
+  DuplicateKeyFinder finder;
   try {
-    out = json::parse(text, callback, /*allow_exceptions=*/false);
+    out = json::parse(text, std::ref(finder), /*allow_exceptions=*/false);
   } catch (const std::exception& e) {
     return Status(code, fmt::format("does not parse: {}", e.what()));
   }
   if (out.is_discarded()) return Status(code, "does not parse as JSON");
-  if (!duplicate.empty()) return Status(code, fmt::format("key '{}' appears twice in one object", duplicate));
+  if (!finder.duplicate().empty())
+    return Status(code, "a key appears twice in one object", finder.duplicate());
   if (!out.is_object()) return Status(code, fmt::format("expected an object, found {}", type_name(out)));
   return Status::success();
 }

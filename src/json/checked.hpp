@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "rime/status.hpp"
 
@@ -35,5 +37,29 @@ Status get_bool(const json& obj, const char* key, bool& out, const std::string& 
 
 // Parses text that must be a JSON object, refusing duplicate keys. Never throws.
 Status parse_object(const std::string& text, json& out, StatusCode code = StatusCode::InvalidJson);
+
+// One reference token of a JSON pointer (RFC 6901: '~' as ~0, '/' as ~1), with the bytes that could forge a
+// line or a control sequence in a message (below 0x20, 0x7f, and non-ASCII) written \u00XX.
+std::string pointer_token(std::string_view key);
+// A string a user wrote, for a message: quoted, with the same bytes escaped as pointer_token does.
+std::string quoted(std::string_view text);
+
+// The parser callback that refuses duplicate keys: set `duplicate` to the JSON pointer of the first key seen
+// twice in one object (empty while there is none).
+class DuplicateKeyFinder {
+ public:
+  bool operator()(int depth, json::parse_event_t event, json& parsed);
+  const std::string& duplicate() const { return duplicate_; }
+
+ private:
+  struct Frame {
+    bool object = true;
+    std::vector<std::string> keys;  // of an object, in order
+    size_t index = 0;               // of an array: the next element's
+  };
+  std::string path() const;
+  std::vector<Frame> frames_;
+  std::string duplicate_;
+};
 
 }  // namespace rime::json_checked

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -13,6 +14,9 @@
 
 namespace rime {
 namespace {
+
+// Every extent and every attribute the kernels hold in 32 bits (dims, window and band bounds) is at most this.
+constexpr int64_t kMaxDim = 2147483647;
 
 enum class Need : char { No, Opt, Req };
 
@@ -79,6 +83,7 @@ class Checker {
   const TensorDesc* t(Role r) const { return g_.operand(r); }
 
   Status check_tensors() const;
+  Status check_output_overlap() const;
   Status check_bindings() const;
   Status check_shapes() const;
   Status check_dtypes() const;
@@ -115,9 +120,9 @@ Status Checker::check_tensors() const {
     if (d.dims.empty() || d.dims.size() > 8)
       return fail(idx + "/dims", fmt::format("{}: rank {} is outside 1..8", d.name, d.dims.size()));
     for (size_t i = 0; i < d.dims.size(); ++i)
-      if (d.dims[i] < 1)
+      if (d.dims[i] < 1 || d.dims[i] > kMaxDim)
         return fail(fmt::format("{}/dims/{}", idx, i),
-                    fmt::format("{}: dim {} is {}; dims must be >= 1", d.name, i, d.dims[i]));
+                    fmt::format("{}: dim {} is {}; dims must be in 1..{}", d.name, i, d.dims[i], kMaxDim));
     if (d.strides.size() != d.dims.size())
       return fail(idx + "/strides", fmt::format("{}: {} strides for {} dims {}", d.name, d.strides.size(),
                                                 d.dims.size(), dims_str(d.dims)));
@@ -145,6 +150,32 @@ Status Checker::check_tensors() const {
                       fmt::format("{}: FP4_E2M1 stride {} on dim {} is odd; the byte container halves every "
                                   "stride but the unit one",
                                   d.name, d.strides[i], i));
+    }
+  }
+  return Status::success();
+}
+
+// An output's elements must be distinct memory: two indices that share an address race on the GPU (inputs may
+// alias: reading the same byte twice is fine). Sufficient test: with the dims of extent > 1 ordered by stride,
+// each stride is past the span of all smaller ones. Dense layouts, BSHD, padded rows and both sf_o layouts pass.
+Status Checker::check_output_overlap() const {
+  for (const TensorDesc& d : g_.tensors()) {
+    if (!d.is_output || d.dims.size() != d.strides.size()) continue;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < d.dims.size(); ++i)
+      if (d.dims[i] > 1) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return d.strides[a] != d.strides[b] ? d.strides[a] < d.strides[b] : a > b;
+    });
+    int64_t span = 1;  // elements spanned by the dims so far (their max offset + 1)
+    for (size_t n = 0; n < order.size(); ++n) {
+      const size_t i = order[n];
+      if (d.strides[i] < span)
+        return fail(at_tensor(d, "strides"),
+                    fmt::format("{}: output strides {} on dims {} overlap: dim {} (stride {}) steps inside the {} "
+                                "elements its smaller dims span; an output's elements must not share memory",
+                                d.name, dims_str(d.strides), dims_str(d.dims), i, d.strides[i], span));
+      span += (d.dims[i] - 1) * d.strides[i];  // cannot overflow: check_tensors bounded the span
     }
   }
   return Status::success();
@@ -293,10 +324,12 @@ Status Checker::check_attributes() const {
                                                   t(Role::Stats)->name));
   if (a.stats_log2 && !has_stats)
     return fail(at_attr("stats_log2"), "stats_log2 is true but no Stats output is bound");
-  if (a.window_left && *a.window_left < 0)
-    return fail(at_attr("window_left"), fmt::format("window_left {} is negative; band bounds are >= 0", *a.window_left));
-  if (a.band_right && *a.band_right < 0)
-    return fail(at_attr("band_right"), fmt::format("band_right {} is negative; band bounds are >= 0", *a.band_right));
+  if (a.window_left && (*a.window_left < 0 || *a.window_left > kMaxDim))
+    return fail(at_attr("window_left"),
+                fmt::format("window_left {} is outside 0..{} (the kernels hold it in 32 bits)", *a.window_left, kMaxDim));
+  if (a.band_right && (*a.band_right < 0 || *a.band_right > kMaxDim))
+    return fail(at_attr("band_right"),
+                fmt::format("band_right {} is outside 0..{} (the kernels hold it in 32 bits)", *a.band_right, kMaxDim));
   if (a.band_right && a.causal)
     return fail(at_attr("band_right"),
                 fmt::format("band_right {} and causal are both set; causal is band_right 0", *a.band_right));
@@ -395,6 +428,7 @@ Status Checker::run() {
   RIME_RETURN_IF_ERROR(check_tensors());
   if (!g_.op()) return fail("/op", fmt::format("graph '{}' has no sdpa op", g_.name()));
   RIME_RETURN_IF_ERROR(check_bindings());
+  RIME_RETURN_IF_ERROR(check_output_overlap());
   RIME_RETURN_IF_ERROR(check_shapes());
   RIME_RETURN_IF_ERROR(check_dtypes());
   RIME_RETURN_IF_ERROR(check_small_operands());
