@@ -21,162 +21,190 @@ std::string when(int64_t unix_seconds) {
   return buf;
 }
 
-nlohmann::json entry_json(const cache::EntryInfo& e) {
-  return {{"name", e.name},          {"key", e.key},        {"engine", e.engine},
-          {"kernel", e.name_expression}, {"lowered_name", e.lowered_name}, {"arch", e.arch},
-          {"bytes", e.bytes},        {"cubin_bytes", e.cubin_bytes}, {"compile_ms", e.compile_ms},
-          {"created", e.created},    {"last_used", e.last_used}, {"valid", e.valid},
-          {"problem", e.problem},    {"path", e.path}};
+const char* kind_name(cache::EntryKind k) {
+  switch (k) {
+    case cache::EntryKind::Entry: return "entry";
+    case cache::EntryKind::OtherFormat: return "other-format";
+    case cache::EntryKind::Foreign: return "foreign";
+  }
+  return "?";
 }
 
-int fail(const Args& args, StatusCode code, const std::string& message) {
-  return report_failure(Status(code, message), args, "cache");
+nlohmann::json entry_json(const cache::EntryInfo& e) {
+  return {{"name", e.name},           {"kind", kind_name(e.kind)},   {"key", e.key},
+          {"engine", e.engine},       {"kernel", e.name_expression}, {"lowered_name", e.lowered_name},
+          {"arch", e.arch},           {"bytes", e.bytes},            {"cubin_bytes", e.cubin_bytes},
+          {"compile_ms", e.compile_ms}, {"created", e.created},      {"last_used", e.last_used},
+          {"valid", e.valid},         {"problem", e.problem},        {"path", e.path}};
+}
+
+// A name or key of the cache, printed safely (a foreign name may hold any byte).
+std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+int fail(const Options& opts, StatusCode code, const std::string& message) {
+  return report_failure(Status(code, message), opts, "cache");
+}
+
+int print_json(const nlohmann::json& j) {
+  fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  return kExitOk;
+}
+
+int warm(const Options& opts) {
+  // Ahead-of-time compile for a fleet: plan each graph for --arch/--sms (default sm_90a, 132 SMs: the documented
+  // H200, never the local GPU) and compile its kernels into the cache, without a GPU.
+  Options device_opts = opts;
+  if (!device_opts.arch) device_opts.arch = "sm_90a";
+  if (!device_opts.sms) device_opts.sms = 132;
+  Result<DeviceChoice> dev = choose_device(device_opts);
+  if (!dev.ok()) return report_failure(dev.status(), opts, "cache warm");
+  nlohmann::json out = nlohmann::json::array();
+  int rc = kExitOk;
+  for (const std::string& file : opts.files) {
+    Result<Graph> g = load_graph_file(file, false);
+    if (!g.ok()) {
+      rc = report_failure(g.status(), opts, file);
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<Plan> plan = Plan::build(g.value(), PlanOptions{dev->device});
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!plan.ok()) {
+      rc = report_failure(plan.status(), opts, file);
+      continue;
+    }
+    for (const KernelInfo& k : plan->kernels()) {
+      if (opts.json)
+        out.push_back({{"file", file}, {"engine", k.engine}, {"kernel", k.name_expression}, {"digest", k.key.substr(0, 16)},
+                       {"origin", k.origin}, {"compile_ms", k.compile_ms}, {"arch", k.arch}});
+      else
+        fmt::print("{}: {} {} digest {} {} ({:.0f} ms{})\n", file, k.arch, k.name_expression, k.key.substr(0, 16),
+                   k.origin, k.origin == "compiled" ? k.compile_ms : ms, k.origin == "compiled" ? "" : " to plan");
+    }
+  }
+  if (opts.json) print_json(out);
+  return rc;
 }
 
 }  // namespace
 
-int cmd_cache(const Args& args) {
-  if (args.positional.empty())
-    return fail(args, StatusCode::InvalidJson, "rime cache needs an action: ls, show, stats, verify, prune, clear, warm");
-  const std::string action = args.positional[0];
-  const bool json_out = args.flag("json");
+int cmd_cache(const std::string& action, const Options& opts) {
+  if (action == "warm") return warm(opts);
   const cache::Settings settings = cache::resolve_settings();
-  if (!settings.cache && action != "warm")
-    return fail(args, StatusCode::CacheCorrupt, "no usable cache directory: " + settings.disabled_why);
+  if (!settings.cache) return fail(opts, StatusCode::CacheCorrupt, "no usable cache directory: " + settings.disabled_why);
   const cache::DiskCache& disk = *settings.cache;
 
   if (action == "ls") {
-    auto entries = disk.list();
-    if (json_out) {
+    const auto entries = disk.list();
+    if (opts.json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& e : entries) j.push_back(entry_json(e));
-      fmt::print("{}\n", j.dump(2));
-      return kExitOk;
+      return print_json(j);
     }
     fmt::print("{:<32} {:<8} {:>10} {:<20} {}\n", "entry", "arch", "bytes", "last used (UTC)", "kernel");
-    for (const auto& e : entries)
+    int foreign = 0;
+    for (const auto& e : entries) {
+      if (e.kind == cache::EntryKind::Foreign) {
+        ++foreign;
+        continue;
+      }
       fmt::print("{:<32} {:<8} {:>10} {:<20} {}{}\n", e.name, e.arch, e.bytes, when(e.last_used), e.name_expression,
                  e.problem.empty() ? "" : "  [" + e.problem + "]");
-    fmt::print("{} entries in {}\n", entries.size(), settings.dir);
+    }
+    for (const auto& e : entries)
+      if (e.kind == cache::EntryKind::Foreign) fmt::print("foreign {} ({}): left alone\n", shown(e.name), e.problem);
+    fmt::print("{} entries, {} foreign names in {}\n", entries.size() - foreign, foreign, settings.dir);
     return kExitOk;
   }
   if (action == "show") {
-    if (args.positional.size() < 2) return fail(args, StatusCode::InvalidJson, "rime cache show KEY (an entry name or key prefix)");
-    const std::string want = args.positional[1];
+    // An entry name, or a key prefix of at least 4 hex digits that names exactly one entry.
+    const std::string& want = opts.key;
+    std::vector<cache::EntryInfo> matches;
     for (const auto& e : disk.list()) {
-      if (e.name != want && e.key.rfind(want, 0) != 0) continue;
-      if (json_out) {
-        fmt::print("{}\n", entry_json(e).dump(2));
-      } else {
-        fmt::print("entry       {}\npath        {}\nkey         {}\nengine      {}\nkernel      {}\nlowered     {}\n"
-                   "arch        {}\ncubin       {} bytes\ncompile     {:.0f} ms\ncreated     {}\nlast used   {}\n"
-                   "valid       {}{}\n",
-                   e.name, e.path, e.key, e.engine, e.name_expression, e.lowered_name, e.arch, e.cubin_bytes,
-                   e.compile_ms, when(e.created), when(e.last_used), e.valid ? "yes" : "no",
-                   e.problem.empty() ? "" : " (" + e.problem + ")");
+      if (e.kind == cache::EntryKind::Foreign) continue;
+      if (e.name == want) {
+        matches = {e};
+        break;
       }
-      return kExitOk;
+      if (want.size() >= 4 && !e.key.empty() && e.key.rfind(want, 0) == 0) matches.push_back(e);
     }
-    return fail(args, StatusCode::CacheCorrupt, fmt::format("no cache entry matches '{}'", want));
+    if (want.size() < 4 && matches.empty())
+      return fail(opts, StatusCode::InvalidArgument,
+                  fmt::format("cache show {}: give an entry name or a key prefix of at least 4 hex digits", shown(want)));
+    if (matches.empty())
+      return fail(opts, StatusCode::InvalidArgument, fmt::format("no cache entry matches {}", shown(want)));
+    if (matches.size() > 1) {
+      std::string names;
+      for (const auto& m : matches) names += "\n  " + m.name;
+      return fail(opts, StatusCode::InvalidArgument,
+                  fmt::format("{} names {} entries; give more of the key:{}", shown(want), matches.size(), names));
+    }
+    const cache::EntryInfo& e = matches[0];
+    if (opts.json) return print_json(entry_json(e));
+    fmt::print("entry       {}\npath        {}\nkey         {}\nengine      {}\nkernel      {}\nlowered     {}\n"
+               "arch        {}\ncubin       {} bytes\ncompile     {:.0f} ms\ncreated     {}\nlast used   {}\n"
+               "valid       {}{}\n",
+               e.name, e.path, e.key, e.engine, e.name_expression, e.lowered_name, e.arch, e.cubin_bytes, e.compile_ms,
+               when(e.created), when(e.last_used), e.valid ? "yes" : "no", e.problem.empty() ? "" : " (" + e.problem + ")");
+    return kExitOk;
   }
   if (action == "stats") {
-    auto entries = disk.list();
-    int64_t bytes = 0, invalid = 0;
+    int64_t bytes = 0, invalid = 0, entries = 0, foreign = 0;
     double compile_ms = 0;
-    for (const auto& e : entries) {
+    for (const auto& e : disk.list()) {
+      if (e.kind == cache::EntryKind::Foreign) {
+        ++foreign;
+        continue;
+      }
+      ++entries;
       bytes += e.bytes;
       invalid += !e.valid;
       compile_ms += e.compile_ms;
     }
-    if (json_out) {
-      fmt::print("{}\n", nlohmann::json{{"dir", settings.dir}, {"entries", entries.size()}, {"bytes", bytes},
-                                        {"max_bytes", settings.max_bytes}, {"invalid", invalid},
-                                        {"compile_ms_saved_per_cold_start", compile_ms}}
-                             .dump(2));
-    } else {
-      fmt::print("dir         {}\nentries     {} ({} invalid)\nbytes       {} of {} allowed\ncompile     {:.1f} s of "
-                 "NVRTC time held\n",
-                 settings.dir, entries.size(), invalid, bytes, settings.max_bytes, compile_ms / 1000);
-    }
+    if (opts.json)
+      return print_json({{"dir", settings.dir}, {"entries", entries}, {"foreign", foreign}, {"bytes", bytes},
+                         {"max_bytes", settings.max_bytes}, {"invalid", invalid},
+                         {"compile_ms_saved_per_cold_start", compile_ms}});
+    fmt::print("dir         {}\nentries     {} ({} invalid), {} foreign names\nbytes       {} of {} allowed\n"
+               "compile     {:.1f} s of NVRTC time held\n",
+               settings.dir, entries, invalid, foreign, bytes, settings.max_bytes, compile_ms / 1000);
     return kExitOk;
   }
   if (action == "verify") {
-    const size_t total = disk.list().size();
-    auto bad = disk.verify();
-    if (json_out) {
-      nlohmann::json j{{"checked", total}, {"quarantined", nlohmann::json::array()}};
+    size_t checked = 0;
+    for (const auto& e : disk.list()) checked += e.kind == cache::EntryKind::Entry;
+    const auto bad = disk.verify();
+    if (opts.json) {
+      nlohmann::json j{{"checked", checked}, {"quarantined", nlohmann::json::array()}};
       for (const auto& e : bad) j["quarantined"].push_back(entry_json(e));
-      fmt::print("{}\n", j.dump(2));
+      print_json(j);
     } else {
       for (const auto& e : bad) fmt::print("quarantined {}: {} -> {}\n", e.name, e.problem, e.path);
-      fmt::print("verified {} entries: {} bad\n", total, bad.size());
+      fmt::print("verified {} entries: {} bad\n", checked, bad.size());
     }
     return bad.empty() ? kExitOk : kExitCacheCorrupt;
   }
   if (action == "prune") {
-    int64_t max_bytes = settings.max_bytes;
-    if (args.flag("max-bytes")) {
-      try {
-        max_bytes = std::stoll(args.get("max-bytes"));
-      } catch (const std::exception&) {
-        return fail(args, StatusCode::InvalidJson, fmt::format("--max-bytes '{}' is not an integer", args.get("max-bytes")));
-      }
-    }
-    auto evicted = disk.prune(max_bytes);
-    if (json_out) {
+    const int64_t max_bytes = opts.max_bytes.value_or(settings.max_bytes);
+    const auto evicted = disk.prune(max_bytes);
+    if (opts.json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& e : evicted) j.push_back(entry_json(e));
-      fmt::print("{}\n", nlohmann::json{{"evicted", j}}.dump(2));
-    } else {
-      for (const auto& e : evicted) fmt::print("evicted {} ({} bytes, last used {})\n", e.name, e.bytes, when(e.last_used));
-      fmt::print("pruned to at most {} bytes: {} entries evicted\n", max_bytes, evicted.size());
+      return print_json({{"max_bytes", max_bytes}, {"evicted", j}});
     }
+    for (const auto& e : evicted) fmt::print("evicted {} ({} bytes, last used {})\n", e.name, e.bytes, when(e.last_used));
+    fmt::print("pruned to at most {} bytes: {} entries evicted\n", max_bytes, evicted.size());
     return kExitOk;
   }
   if (action == "clear") {
     auto n = disk.clear();
-    if (json_out) fmt::print("{}\n", nlohmann::json{{"removed", n.value()}}.dump());
-    else fmt::print("removed {} entries from {}\n", n.value(), settings.dir);
+    if (!n.ok()) return report_failure(n.status(), opts, "cache clear");
+    if (opts.json) return print_json({{"removed", n.value()}});
+    fmt::print("removed {} entries from {} (foreign names and live writers' temp directories stay)\n", n.value(),
+               settings.dir);
     return kExitOk;
   }
-  if (action == "warm") {
-    // Ahead-of-time compile for a fleet: plan each graph for --arch/--sms (default sm_90a, 132 SMs) and compile
-    // its kernels into the cache, without a GPU.
-    if (args.positional.size() < 2) return fail(args, StatusCode::InvalidJson, "rime cache warm FILE... [--arch ARCH]");
-    Args device_args = args;  // warm is for a fleet: the default is the documented H200, never the local GPU
-    if (!device_args.flag("arch")) device_args.options["arch"] = "sm_90a";
-    Result<DeviceChoice> dev = device_from_args(device_args);
-    if (!dev.ok()) return report_failure(dev.status(), args, "cache warm");
-    nlohmann::json out = nlohmann::json::array();
-    int rc = kExitOk;
-    for (size_t i = 1; i < args.positional.size(); ++i) {
-      const std::string& file = args.positional[i];
-      Result<Graph> g = load_graph_file(file);
-      if (!g.ok()) {
-        rc = report_failure(g.status(), args, file);
-        continue;
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      Result<Plan> plan = Plan::build(g.value(), PlanOptions{dev->device});
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (!plan.ok()) {
-        rc = report_failure(plan.status(), args, file);
-        continue;
-      }
-      for (const KernelInfo& k : plan->kernels()) {
-        if (json_out)
-          out.push_back({{"file", file}, {"engine", k.engine}, {"kernel", k.name_expression}, {"digest", k.key.substr(0, 16)},
-                         {"origin", k.origin}, {"compile_ms", k.compile_ms}, {"arch", k.arch}});
-        else
-          fmt::print("{}: {} {} digest {} {} ({:.0f} ms{})\n", file, k.arch, k.name_expression, k.key.substr(0, 16),
-                     k.origin, k.origin == "compiled" ? k.compile_ms : ms,
-                     k.origin == "compiled" ? "" : " to plan");
-      }
-    }
-    if (json_out) fmt::print("{}\n", out.dump(2));
-    return rc;
-  }
-  return fail(args, StatusCode::InvalidJson, fmt::format("unknown cache action '{}'", action));
+  return fail(opts, StatusCode::InvalidArgument, fmt::format("unknown cache action {}", shown(action)));
 }
 
 }  // namespace rime::cli

@@ -1,11 +1,15 @@
-// The rime CLI: shared argument parsing, exit codes and output helpers for the subcommands.
+// The rime CLI: one CLI11 parser for every command (main.cpp), exit codes, and the helpers the commands share.
 #pragma once
 
-#include <map>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "rime/facts.hpp"
+#include <nlohmann/json.hpp>
+
+#include "rime/config.hpp"
+#include "rime/device.hpp"
 #include "rime/graph.hpp"
 #include "rime/status.hpp"
 
@@ -19,7 +23,7 @@ namespace rime::cli {
 // Documented in docs/cli.md. Scripts rely on these numbers: never renumber.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitUsage = 1,
+  kExitUsage = 1,  // bad command line, and InvalidArgument (a value the library refused)
   kExitInvalidJson = 2,
   kExitInvalidGraph = 3,
   kExitNotSupported = 4,
@@ -27,60 +31,68 @@ enum ExitCode : int {
   kExitCacheCorrupt = 6,
   kExitCudaError = 7,
   kExitInternal = 8,
-  kExitCheckFailed = 9,  // `rime run --check`: results outside the SPEC section 10 tolerances
+  kExitCheckFailed = 9,  // `rime run`: results outside the SPEC section 10 tolerances
 };
 int exit_code_for(StatusCode code);
 
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --name value, or --flag -> ""
-  bool flag(const std::string& name) const { return options.count(name) != 0; }
-  std::string get(const std::string& name, const std::string& fallback = "") const {
-    auto it = options.find(name);
-    return it == options.end() ? fallback : it->second;
-  }
+// Options every command may have; each command's parser fills what it declares.
+struct Options {
+  std::string file;  // empty: the embedded default graph
+  bool json = false;
+  bool explain = false;
+  std::optional<std::string> arch;
+  std::optional<int> sms;
+  // run
+  std::optional<int> split;
+  uint64_t seed = 1;
+  bool no_check = false;
+  bool bench = false;
+  int iterations = 20;
+  std::string inputs_dir, save_dir;
+  // cache
+  std::string key;                 // cache show
+  std::optional<int64_t> max_bytes;  // cache prune
+  std::vector<std::string> files;  // cache warm
 };
 
-struct OptionSpec {
-  std::string name;  // without the dashes
-  bool takes_value;
-  std::string help;
-};
-
-struct Command {
-  std::string name;
-  std::string synopsis;
-  std::string description;
-  std::vector<OptionSpec> options;
-  int (*run)(const Args& args);
-};
-
-// Parses argv after the subcommand name against the command's options; false (with a message) on a bad flag.
-bool parse_args(const Command& cmd, int argc, char** argv, Args& out, std::string& error);
-void print_command_help(const Command& cmd);
-
-// Loads FILE, or the embedded default graph when no file is given. On failure reports and returns nullopt.
+// The graph named by opts.file, or the embedded default graph. Parsed only: analyze() (or validate()) is the
+// one validation of a command.
 struct LoadedGraph {
   Graph graph;
   std::string source;  // the path, or "<default graph>"
 };
-Result<LoadedGraph> load_graph_arg(const Args& args, bool validate_graph = true);
+Result<LoadedGraph> load_graph(const Options& opts);
+std::string source_of(const Options& opts);
 
 // Prints a failed status in the requested form and returns its exit code.
-int report_failure(const Status& status, const Args& args, const std::string& source);
+int report_failure(const Status& status, const Options& opts, const std::string& source);
 
-// The device to plan for: --arch/--sms when given, else the GPU when there is one, else the H200 defaults.
+// The device to plan for: the GPU when there is one, else an H200 (sm_90a, 132 SMs); --arch and --sms
+// override its arch and SM count (planning for another device than the one present).
 struct DeviceChoice {
   DeviceDesc device;
   std::string source;  // how it was chosen, for --explain
   bool has_gpu = false;
+  bool overridden = false;  // --arch or --sms given
 };
-Result<DeviceChoice> device_from_args(const Args& args);
+Result<DeviceChoice> choose_device(const Options& opts);
 
-int cmd_validate(const Args& args);
-int cmd_plan(const Args& args);
-int cmd_run(const Args& args);
-int cmd_cache(const Args& args);
-int cmd_show(const Args& args);
+// The explanation of a plan: facts, every row's verdict, the decision with its candidates and the stages (text),
+// or the same as JSON fields.
+struct Explanation {
+  const Graph& graph;
+  const Facts& facts;
+  const std::vector<RowVerdict>& verdicts;
+  const Config* config;  // nullptr when no row serves the graph
+  std::string device_source;
+};
+void print_explanation(const Explanation& e);
+nlohmann::json explanation_json(const Explanation& e);
+
+int cmd_validate(const Options& opts);
+int cmd_show(const Options& opts);
+int cmd_plan(const Options& opts);
+int cmd_run(const Options& opts);
+int cmd_cache(const std::string& action, const Options& opts);
 
 }  // namespace rime::cli

@@ -9,13 +9,14 @@
 
 namespace rime::cli {
 
-int cmd_validate(const Args& args) {
-  Result<LoadedGraph> loaded = load_graph_arg(args);
-  const std::string source = args.positional.empty() ? "<default graph>" : args.positional[0];
-  if (!loaded.ok()) return report_failure(loaded.status(), args, source);
+int cmd_validate(const Options& opts) {
+  const std::string source = source_of(opts);
+  Result<LoadedGraph> loaded = load_graph(opts);
+  if (!loaded.ok()) return report_failure(loaded.status(), opts, source);
   const Graph& g = loaded->graph;
+  if (Status s = validate(g); !s.ok()) return report_failure(s, opts, source);
   const std::string hash = graph_hash(g);
-  if (args.flag("json")) {
+  if (opts.json) {
     nlohmann::json j{{"ok", true}, {"source", source}, {"graph", g.name()}, {"hash", hash}};
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -25,15 +26,21 @@ int cmd_validate(const Args& args) {
   return kExitOk;
 }
 
-int cmd_show(const Args& args) {
+int cmd_show(const Options& opts) {
   // show also prints graphs that fail validation (their problem is reported after the listing).
-  Result<LoadedGraph> loaded = load_graph_arg(args, /*validate_graph=*/false);
-  const std::string source = args.positional.empty() ? "<default graph>" : args.positional[0];
-  if (!loaded.ok()) return report_failure(loaded.status(), args, source);
+  const std::string source = source_of(opts);
+  Result<LoadedGraph> loaded = load_graph(opts);
+  if (!loaded.ok()) return report_failure(loaded.status(), opts, source);
   const Graph& g = loaded->graph;
   const Status valid = validate(g);
-  if (args.flag("json")) {
-    fmt::print("{}", graph_to_json(g));
+  if (opts.json) {
+    nlohmann::json j{{"ok", valid.ok()},
+                     {"source", source},
+                     {"graph", nlohmann::json::parse(graph_to_json(g, false))},
+                     {"hash", graph_hash(g)}};
+    if (!valid.ok())
+      j["error"] = {{"code", to_string(valid.code())}, {"location", valid.location()}, {"message", valid.message()}};
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return valid.ok() ? kExitOk : exit_code_for(valid.code());
   }
   fmt::print("graph '{}'  hash {}\n", g.name(), graph_hash(g));
@@ -48,8 +55,8 @@ int cmd_show(const Args& args) {
         fmt::print(" uid {} (missing)\n", *op->operands[i]);
         continue;
       }
-      fmt::print(" {:<12} uid {:<3} {:<9} dims [{}] strides [{}]\n", t->name, t->uid, to_string(t->dtype),
-                 fmt::join(t->dims, ","), fmt::join(t->strides, ","));
+      fmt::print(" {:<12} uid {:<3} {:<9} dims [{}] strides [{}]\n", nlohmann::json(t->name).dump(), t->uid,
+                 to_string(t->dtype), fmt::join(t->dims, ","), fmt::join(t->strides, ","));
     }
     const SdpaAttributes& a = op->attributes;
     fmt::print("  attn_scale {}{}\n", effective_attn_scale(g), a.attn_scale ? "" : " (default 1/sqrt(D_qk))");

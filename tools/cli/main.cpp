@@ -1,64 +1,162 @@
-// rime: compile attention graphs into cached GPU plans. See docs/cli.md.
+// rime: compile attention graphs into cached GPU plans. See docs/cli.md. One CLI11 parser declares every
+// command's options with their types and ranges: a bad value is a usage error (exit 1) before anything runs.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
+#include "units/bytes.hpp"
 
 namespace rime::cli {
 namespace {
 
-const OptionSpec kJsonOption{"json", false, "print machine-readable JSON instead of text"};
-const OptionSpec kExplainOption{"explain", false, "print facts, every row's verdict, the heuristic's scores"};
-const OptionSpec kArchOption{"arch", true, "plan for this arch (sm_90a, sm_89, ...) instead of the GPU's"};
-const OptionSpec kSmsOption{"sms", true, "SM count to plan for (default 132 with --arch)"};
+const char* const kCommands[] = {"validate", "show", "plan", "run", "cache"};
+const char* const kCacheActions[] = {"ls", "show", "stats", "verify", "prune", "clear", "warm"};
 
-const std::vector<Command>& commands() {
-  static const std::vector<Command> kCommands = {
-      {"validate", "rime validate [FILE] [--json]",
-       "Parse and validate a graph file (the embedded default graph when FILE is omitted). Prints the graph "
-       "hash, or the error with the JSON pointer of the offending field.",
-       {kJsonOption}, cmd_validate},
-      {"plan", "rime plan [FILE] [--explain] [--json] [--arch ARCH --sms N]",
-       "Analyze the graph, match every capability row and choose a configuration. --explain prints the facts, "
-       "every row's verdict, the split-KV candidates with their costs and the choice. The device is the GPU when "
-       "there is one, else --arch/--sms, else an H200 (sm_90a, 132 SMs).",
-       {kJsonOption, kExplainOption, kArchOption, kSmsOption}, cmd_plan},
-      {"run", "rime run [FILE] [--split N] [--no-check] [--bench] [--explain] [--json] [--arch ARCH --sms N]",
-       "Plan and compile the graph; on a GPU, execute it with fresh random inputs (poisoned outputs) and check every "
-       "output against the CPU reference (SPEC section 10; large shapes are checked on a sample of rows). Without a "
-       "GPU it plans, compiles and says that execution was skipped. --bench times the plan (median of CUDA events "
-       "after warm-up).",
-       {kJsonOption, kExplainOption, kArchOption, kSmsOption, {"split", true, "pin the split-KV count"},
-        {"seed", true, "seed of the random inputs (default 1)"}, {"no-check", false, "skip the reference check"},
-        {"bench", false, "time the plan"}, {"iterations", true, "timed runs with --bench (default 20)"}},
-       cmd_run},
-      {"cache", "rime cache ls|show KEY|stats|verify|prune [--max-bytes N]|clear|warm FILE... [--arch ARCH] [--json]",
-       "Inspect and maintain the plan cache ($RIME_CACHE_DIR, else $XDG_CACHE_HOME/rime, else ~/.cache/rime). "
-       "verify recomputes every checksum and moves bad entries to quarantine/ (exit 6 when any); prune evicts "
-       "least-recently-used entries down to --max-bytes; warm compiles the plans of graph files ahead of time for "
-       "--arch (default sm_90a), without a GPU.",
-       {kJsonOption, kArchOption, kSmsOption, {"max-bytes", true, "size to prune down to"}}, cmd_cache},
-      {"show", "rime show [FILE] [--json]",
-       "Print a graph: its tensors, op, attributes and hash. --json prints the canonical JSON form.",
-       {kJsonOption}, cmd_show},
-  };
-  return kCommands;
+// A size in bytes: digits with an optional binary unit (512M, 1G); anything else is refused.
+CLI::Validator bytes_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::optional<int64_t> v = parse_bytes(s);
+        if (!v || *v < 1) return "'" + s + "' is not a size: digits, optionally followed by K, M, G or T (1G, 512M)";
+        s = std::to_string(*v);
+        return {};
+      },
+      "SIZE", "bytes");
 }
 
-void print_usage() {
-  fmt::print(
+std::string usage_text() {
+  return fmt::format(
       "rime {}: compiles scaled-dot-product-attention graphs into cached GPU plans.\n\n"
       "usage: rime <command> [FILE] [options]      (FILE omitted: the embedded default graph)\n"
-      "       rime <command> --help\n\ncommands:\n",
+      "       rime <command> --help\n\n"
+      "commands:\n"
+      "  validate   parse and validate a graph; print its hash\n"
+      "  show       print a graph (an invalid one too, with its error)\n"
+      "  plan       facts, every row's verdict, the heuristics' scores and the choice\n"
+      "  run        plan, compile, and on a GPU execute, check against the CPU reference, time\n"
+      "  cache      ls | show KEY | stats | verify | prune | clear | warm FILE...\n\n"
+      "With no command, rime runs its main job on the embedded default graph: validate, plan --explain,\n"
+      "compile through the plan cache, and on a GPU execute and check against the CPU reference.\n"
+      "Exit codes: 0 ok, 1 usage or bad argument, 2 InvalidJson, 3 InvalidGraph, 4 NotSupported,\n"
+      "5 CompileFailed, 6 CacheCorrupt, 7 CudaError, 8 Internal, 9 check failed (docs/cli.md).\n",
       kVersion);
-  for (const Command& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.synopsis);
-  fmt::print("\nWith no command, rime runs its main job on the embedded default graph: validate, plan --explain,\ncompile through the plan cache, and on a GPU execute and check against the CPU reference.\n"
-             "Exit codes: 0 ok, 1 usage, 2 InvalidJson, 3 InvalidGraph, 4 NotSupported, 5 CompileFailed,\n"
-             "6 CacheCorrupt, 7 CudaError, 8 Internal, 9 check failed (docs/cli.md).\n");
+}
+
+// The options shared by the planning commands.
+void add_device_options(CLI::App* cmd, std::string& arch, int& sms) {
+  cmd->add_option("--arch", arch, "plan for this arch (sm_90a, sm_89, ...) instead of the GPU's");
+  cmd->add_option("--sms", sms, "SM count to plan for")->check(CLI::Range(1, 1024));
+}
+
+int run_command_line(int argc, char** argv) {
+  if (argc < 2) {
+    // The main job on the embedded default graph: validate, explain the plan, compile (through the cache), and
+    // on a GPU execute and check against the reference.
+    Options opts;
+    int rc = cmd_validate(opts);
+    if (rc != kExitOk) return rc;
+    opts.explain = true;
+    return cmd_run(opts);
+  }
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    fmt::print("{}", usage_text());
+    return kExitOk;
+  }
+  if (first[0] != '-' && std::find_if(std::begin(kCommands), std::end(kCommands),
+                                      [&](const char* c) { return first == c; }) == std::end(kCommands)) {
+    fmt::print(stderr, "rime: unknown command {}\n\n{}", nlohmann::json(first).dump(), usage_text());
+    return kExitUsage;
+  }
+
+  CLI::App app{"compiles scaled-dot-product-attention graphs into cached GPU plans", "rime"};
+  app.set_version_flag("--version", std::string("rime ") + kVersion);
+  app.require_subcommand(1, 1);
+  Options o;
+  std::string arch, max_bytes;
+  int sms = 0, split = 0;
+
+  CLI::App* validate = app.add_subcommand("validate", "Parse and validate a graph file (the embedded default "
+                                                      "graph when FILE is omitted); print the graph hash, or the "
+                                                      "error with the JSON pointer of the offending field.");
+  CLI::App* show = app.add_subcommand("show", "Print a graph: its tensors, op, attributes and hash (an invalid "
+                                              "one too, followed by its error). --json: {ok, graph, hash, error}.");
+  CLI::App* plan = app.add_subcommand("plan", "Analyze the graph, match every capability row and choose a "
+                                              "configuration. --explain prints the facts, every row's verdict, "
+                                              "the split-KV candidates with their costs, the choice and its stages.");
+  CLI::App* run = app.add_subcommand(
+      "run", "Plan and compile the graph; on a GPU, execute it with fresh random inputs (or --inputs), poisoned "
+             "outputs, and check every output against the CPU reference (SPEC section 10). --bench times it.");
+  CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the plan cache (docs/cache.md).");
+  for (CLI::App* cmd : {validate, show, plan, run}) {
+    cmd->add_option("FILE", o.file, "graph file (default: the embedded default graph)");
+    cmd->add_flag("--json", o.json, "print machine-readable JSON");
+  }
+  for (CLI::App* cmd : {plan, run}) {
+    cmd->add_flag("--explain", o.explain, "print facts, every row's verdict, the heuristics' scores and the stages");
+    add_device_options(cmd, arch, sms);
+  }
+  CLI::Option* split_opt =
+      run->add_option("--split", split, "pin the split-KV count (1..1024; honoured or declined)")->check(CLI::Range(1, 1024));
+  int64_t seed = 1;  // signed, so that -1 is refused rather than wrapped around
+  run->add_option("--seed", seed, "seed of the random inputs, 0..2^63-1 (default 1)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  run->add_flag("--no-check", o.no_check, "skip the reference check");
+  run->add_flag("--bench", o.bench, "time the plan (median of CUDA events after warm-up)");
+  run->add_option("--iterations", o.iterations, "timed runs with --bench (default 20)")->check(CLI::Range(1, 100000));
+  run->add_option("--inputs", o.inputs_dir, "read input tensors from DIR/<name>.npy (the rest are generated)");
+  run->add_option("--save", o.save_dir, "write every input and output to DIR/<name>.npy and DIR/tensors.json");
+
+  cache->require_subcommand(1, 1);
+  CLI::App* c_ls = cache->add_subcommand("ls", "entries: name, arch, bytes, last used, kernel; then foreign names");
+  CLI::App* c_show = cache->add_subcommand("show", "one entry, by its name or an unambiguous key prefix");
+  c_show->add_option("KEY", o.key, "entry name or key prefix (at least 4 hex digits)")->required();
+  CLI::App* c_stats = cache->add_subcommand("stats", "count, bytes, NVRTC time held");
+  CLI::App* c_verify = cache->add_subcommand("verify", "recompute every checksum; bad entries move to quarantine/ (exit 6)");
+  CLI::App* c_prune = cache->add_subcommand("prune", "evict least-recently-used entries down to --max-bytes");
+  CLI::Option* max_opt =
+      c_prune->add_option("--max-bytes", max_bytes, "size to prune down to (1G, 512M, or bytes); default the cap")
+          ->check(bytes_validator());
+  CLI::App* c_clear = cache->add_subcommand("clear", "remove every entry (foreign files stay)");
+  CLI::App* c_warm = cache->add_subcommand("warm", "compile the plans of graph files ahead of time, without a GPU");
+  c_warm->add_option("FILES", o.files, "graph files")->required();
+  add_device_options(c_warm, arch, sms);
+  for (CLI::App* cmd : {c_ls, c_show, c_stats, c_verify, c_prune, c_clear, c_warm})
+    cmd->add_flag("--json", o.json, "print machine-readable JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  } catch (const CLI::ParseError& e) {
+    std::string where = "rime";
+    for (CLI::App* sub : app.get_subcommands()) {
+      where += " " + sub->get_name();
+      for (CLI::App* s2 : sub->get_subcommands()) where += " " + s2->get_name();
+    }
+    fmt::print(stderr, "{}: {}\n(see {} --help)\n", where, e.what(), where);
+    return kExitUsage;
+  }
+  if (!arch.empty()) o.arch = arch;
+  if (sms > 0) o.sms = sms;
+  if (split_opt->count() > 0) o.split = split;
+  o.seed = static_cast<uint64_t>(seed);
+  if (max_opt->count() > 0) o.max_bytes = std::stoll(max_bytes);  // the validator normalized it to digits
+
+  if (validate->parsed()) return cmd_validate(o);
+  if (show->parsed()) return cmd_show(o);
+  if (plan->parsed()) return cmd_plan(o);
+  if (run->parsed()) return cmd_run(o);
+  for (const char* action : kCacheActions)
+    if (cache->get_subcommand(action)->parsed()) return cmd_cache(action, o);
+  fmt::print(stderr, "{}", usage_text());
+  return kExitUsage;
 }
 
 }  // namespace
@@ -78,71 +176,19 @@ int exit_code_for(StatusCode code) {
   return kExitInternal;
 }
 
-bool parse_args(const Command& cmd, int argc, char** argv, Args& out, std::string& error) {
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || a == "--") {
-      out.positional.push_back(a);
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    auto eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (name == "help") {
-      out.options["help"] = "";
-      continue;
-    }
-    const OptionSpec* spec = nullptr;
-    for (const OptionSpec& o : cmd.options)
-      if (o.name == name) spec = &o;
-    if (!spec) {
-      error = fmt::format("rime {}: unknown option --{}", cmd.name, name);
-      return false;
-    }
-    if (spec->takes_value && eq == std::string::npos) {
-      if (i + 1 >= argc) {
-        error = fmt::format("rime {}: --{} needs a value", cmd.name, name);
-        return false;
-      }
-      value = argv[++i];
-    } else if (!spec->takes_value && eq != std::string::npos) {
-      error = fmt::format("rime {}: --{} takes no value", cmd.name, name);
-      return false;
-    }
-    out.options[name] = value;
-  }
-  return true;
-}
+std::string source_of(const Options& opts) { return opts.file.empty() ? "<default graph>" : opts.file; }
 
-void print_command_help(const Command& cmd) {
-  fmt::print("usage: {}\n\n{}\n\noptions:\n", cmd.synopsis, cmd.description);
-  for (const OptionSpec& o : cmd.options)
-    fmt::print("  --{:<18} {}\n", o.name + (o.takes_value ? " VALUE" : ""), o.help);
-  fmt::print("  --{:<18} {}\n", "help", "show this help");
-}
-
-Result<LoadedGraph> load_graph_arg(const Args& args, bool validate_graph) {
-  if (args.positional.size() > 1)
-    return Status(StatusCode::InvalidJson, fmt::format("expected one graph file, got {}", args.positional.size()));
+Result<LoadedGraph> load_graph(const Options& opts) {
   LoadedGraph out;
-  Result<Graph> g = Status(StatusCode::Internal, "unset");
-  if (args.positional.empty()) {
-    out.source = "<default graph>";
-    g = validate_graph ? graph_from_json(kDefaultGraphJson) : parse_graph_json(kDefaultGraphJson);
-  } else {
-    out.source = args.positional[0];
-    g = load_graph_file(out.source, validate_graph);
-  }
+  out.source = source_of(opts);
+  Result<Graph> g = opts.file.empty() ? parse_graph_json(kDefaultGraphJson) : load_graph_file(opts.file, false);
   if (!g.ok()) return g.status();
   out.graph = std::move(g).value();
   return out;
 }
 
-int report_failure(const Status& status, const Args& args, const std::string& source) {
-  if (args.flag("json")) {
+int report_failure(const Status& status, const Options& opts, const std::string& source) {
+  if (opts.json) {
     nlohmann::json j{{"ok", false},
                      {"source", source},
                      {"code", to_string(status.code())},
@@ -158,46 +204,11 @@ int report_failure(const Status& status, const Args& args, const std::string& so
 }  // namespace rime::cli
 
 int main(int argc, char** argv) {
-  using namespace rime::cli;
   try {
-    if (argc < 2) {
-      // The main job on the embedded default graph: validate, explain the plan, compile (through the cache), and
-      // on a GPU execute and check against the reference.
-      Args args;
-      int rc = cmd_validate(args);
-      if (rc != kExitOk) return rc;
-      args.options["explain"] = "";
-      return cmd_run(args);
-    }
-    std::string name = argv[1];
-    if (name == "--help" || name == "-h" || name == "help") {
-      print_usage();
-      return kExitOk;
-    }
-    if (name == "--version") {
-      fmt::print("rime {}\n", rime::kVersion);
-      return kExitOk;
-    }
-    for (const Command& cmd : commands()) {
-      if (cmd.name != name) continue;
-      Args args;
-      std::string error;
-      if (!parse_args(cmd, argc - 2, argv + 2, args, error)) {
-        fmt::print(stderr, "{}\n(see rime {} --help)\n", error, cmd.name);
-        return kExitUsage;
-      }
-      if (args.flag("help")) {
-        print_command_help(cmd);
-        return kExitOk;
-      }
-      return cmd.run(args);
-    }
-    fmt::print(stderr, "rime: unknown command '{}'\n\n", name);
-    print_usage();
-    return kExitUsage;
+    return rime::cli::run_command_line(argc, argv);
   } catch (const std::exception& e) {
     // The library never throws; this guards the CLI's own code (formatting, allocation).
     fmt::print(stderr, "rime: internal error: {}\n", e.what());
-    return kExitInternal;
+    return rime::cli::kExitInternal;
   }
 }

@@ -4,33 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "plan/facts_json.hpp"
 #include "rime/config.hpp"
 #include "rime/facts.hpp"
 #include "rime/rows.hpp"
-#include "plan/facts_json.hpp"
 #include "runtime/driver.hpp"
 
 namespace rime::cli {
 
-Result<DeviceChoice> device_from_args(const Args& args) {
+Result<DeviceChoice> choose_device(const Options& opts) {
   DeviceChoice out;
-  if (args.flag("arch") || args.flag("sms")) {
-    int sms = 132;
-    if (args.flag("sms")) {
-      try {
-        size_t used = 0;
-        sms = std::stoi(args.get("sms"), &used);
-        if (used != args.get("sms").size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        return Status(StatusCode::InvalidGraph, fmt::format("--sms '{}' is not an integer", args.get("sms")));
-      }
-    }
-    Result<DeviceDesc> d = DeviceDesc::from_arch(args.get("arch", "sm_90a"), sms);
-    if (!d.ok()) return d.status();
-    out.device = d.value();
-    out.source = "given by --arch/--sms";
-    return out;
-  }
   Result<DeviceDesc> gpu = driver::query_device();
   if (gpu.ok()) {
     out.device = gpu.value();
@@ -39,6 +22,18 @@ Result<DeviceChoice> device_from_args(const Args& args) {
   } else {
     out.device = DeviceDesc::h200();
     out.source = "no GPU (" + gpu.status().message() + "): H200 defaults";
+  }
+  if (opts.arch || opts.sms) {
+    // --arch / --sms plan for another device than the one present: they override the arch and SM count.
+    Result<DeviceDesc> d = DeviceDesc::from_arch(opts.arch.value_or(out.device.arch_name()),
+                                                 opts.sms.value_or(out.device.sm_count));
+    if (!d.ok()) return Status(StatusCode::InvalidArgument, "--arch/--sms: " + d.status().message());
+    out.device.arch = d->arch;
+    out.device.arch_specific = d->arch_specific;
+    out.device.sm_count = d->sm_count;
+    out.device.name = d->name;
+    out.source = "given by --arch/--sms";
+    out.overridden = true;
   }
   return out;
 }
@@ -99,47 +94,55 @@ void print_config(const Config& c) {
 
 }  // namespace
 
-int cmd_plan(const Args& args) {
-  Result<LoadedGraph> loaded = load_graph_arg(args);
-  const std::string source = args.positional.empty() ? "<default graph>" : args.positional[0];
-  if (!loaded.ok()) return report_failure(loaded.status(), args, source);
-  Result<DeviceChoice> dev = device_from_args(args);
-  if (!dev.ok()) return report_failure(dev.status(), args, source);
-  Result<Facts> facts = analyze(loaded->graph, dev->device);
-  if (!facts.ok()) return report_failure(facts.status(), args, source);
+void print_explanation(const Explanation& e) {
+  fmt::print("graph '{}' ({}) on {}, {} SMs, {} bytes of shared memory per block ({})\n", e.graph.name(),
+             to_string(e.facts.op), e.facts.device.arch_name(), e.facts.device.sm_count, e.facts.device.smem_per_block,
+             e.device_source);
+  print_facts(e.facts);
+  print_verdicts(e.verdicts);
+  if (e.config) print_config(*e.config);
+}
+
+nlohmann::json explanation_json(const Explanation& e) {
+  nlohmann::json j{{"graph", e.graph.name()}, {"device_source", e.device_source}};
+  j["facts"] = facts_to_json(e.facts);
+  j["rows"] = nlohmann::json::array();
+  for (const RowVerdict& v : e.verdicts)
+    j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
+  if (e.config) {
+    j["decision"] = decision_to_json(e.config->decision);
+    j["derived"] = derived_to_json(e.config->derived);
+  }
+  return j;
+}
+
+int cmd_plan(const Options& opts) {
+  const std::string source = source_of(opts);
+  Result<LoadedGraph> loaded = load_graph(opts);
+  if (!loaded.ok()) return report_failure(loaded.status(), opts, source);
+  Result<DeviceChoice> dev = choose_device(opts);
+  if (!dev.ok()) return report_failure(dev.status(), opts, source);
+  Result<Facts> facts = analyze(loaded->graph, dev->device);  // the command's one validation
+  if (!facts.ok()) return report_failure(facts.status(), opts, source);
   const std::vector<RowVerdict> verdicts = match(facts.value());
   Result<Config> config = choose(facts.value(), verdicts);
+  const Explanation e{loaded->graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, dev->source};
 
-  if (args.flag("json")) {
-    nlohmann::json j{{"source", source}, {"graph", loaded->graph.name()}, {"device_source", dev->source}};
-    j["facts"] = facts_to_json(facts.value());
-    j["rows"] = nlohmann::json::array();
-    for (const RowVerdict& v : verdicts)
-      j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
-    if (config.ok()) {
-      j["ok"] = true;
-      j["decision"] = decision_to_json(config->decision);
-      j["derived"] = derived_to_json(config->derived);
-    } else {
-      j["ok"] = false;
+  if (opts.json) {
+    nlohmann::json j = explanation_json(e);
+    j["source"] = source;
+    j["ok"] = config.ok();
+    if (!config.ok()) {
       j["code"] = to_string(config.status().code());
       j["message"] = config.status().message();
     }
     fmt::print("{}\n", j.dump(2));
     return config.ok() ? kExitOk : exit_code_for(config.status().code());
   }
-
-  if (args.flag("explain")) {
-    fmt::print("graph '{}' ({}) on {}, {} SMs, {} bytes of shared memory per block ({})\n", loaded->graph.name(),
-               to_string(facts->op), facts->device.arch_name(), facts->device.sm_count, facts->device.smem_per_block,
-               dev->source);
-    print_facts(facts.value());
-    print_verdicts(verdicts);
-    if (config.ok()) print_config(config.value());
-  }
-  if (!config.ok()) return report_failure(config.status(), args, source);
+  if (opts.explain) print_explanation(e);
+  if (!config.ok()) return report_failure(config.status(), opts, source);
   const Config& c = config.value();
-  if (!args.flag("explain"))
+  if (!opts.explain)
     fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes\n", source, c.decision.row_id,
                c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes);
   return kExitOk;

@@ -1,71 +1,68 @@
-// rime run: plan, compile, and on a GPU execute with fresh random inputs and check against the CPU reference.
+// rime run: plan, compile, and on a GPU execute with fresh random inputs (or --inputs) and check against the
+// CPU reference; --save writes every tensor as .npy.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
 #include "rime/plan.hpp"
 #include "runtime/driver.hpp"
+#include "testing/npy.hpp"
 #include "testing/trial.hpp"
 
 namespace rime::cli {
 
-namespace {
-Result<int> int_option(const Args& args, const std::string& name, int fallback) {
-  if (!args.flag(name)) return fallback;
-  try {
-    size_t used = 0;
-    int v = std::stoi(args.get(name), &used);
-    if (used == args.get(name).size()) return v;
-  } catch (const std::exception&) {
-  }
-  return Status(StatusCode::InvalidGraph, fmt::format("--{} '{}' is not an integer", name, args.get(name)));
-}
-}  // namespace
-
-int cmd_run(const Args& args) {
-  const std::string source = args.positional.empty() ? "<default graph>" : args.positional[0];
-  Result<LoadedGraph> loaded = load_graph_arg(args);
-  if (!loaded.ok()) return report_failure(loaded.status(), args, source);
+int cmd_run(const Options& opts) {
+  const std::string source = source_of(opts);
+  Result<LoadedGraph> loaded = load_graph(opts);
+  if (!loaded.ok()) return report_failure(loaded.status(), opts, source);
   Graph graph = loaded->graph;
-  Result<int> split = int_option(args, "split", 0);
-  Result<int> seed = int_option(args, "seed", 1);
-  Result<int> iters = int_option(args, "iterations", 20);
-  for (const auto* r : {&split, &seed, &iters})
-    if (!r->ok()) return report_failure(r->status(), args, source);
-  if (split.value() > 0) {
-    // --split pins the knob on a copy of the graph: honoured or declined, like a pin in the file.
+  if (opts.split) {
+    // --split pins the knob on a copy of the graph: honoured or declined, like a pin in the file, and the plan
+    // --explain shows is the pinned one.
+    if (!graph.op()) return report_failure(validate(graph), opts, source);
     SdpaOp op = *graph.op();
-    op.attributes.split_kv = split.value();
+    op.attributes.split_kv = *opts.split;
     Graph pinned(graph.name());
     for (const TensorDesc& t : graph.tensors()) pinned.add_tensor(t);
     (void)pinned.set_op(op);
     graph = pinned;
   }
-  Result<DeviceChoice> dev = device_from_args(args);
-  if (!dev.ok()) return report_failure(dev.status(), args, source);
-  if (args.flag("explain")) {
-    Args plan_args = args;
-    plan_args.options.erase("json");
-    if (int rc = cmd_plan(plan_args); rc != kExitOk) return rc;
-  }
+  Result<DeviceChoice> dev = choose_device(opts);
+  if (!dev.ok()) return report_failure(dev.status(), opts, source);
   PlanOptions options;
   options.device = dev->device;
-  Result<Plan> plan = Plan::build(graph, options);
-  if (!plan.ok()) return report_failure(plan.status(), args, source);
-  const bool json_out = args.flag("json");
+  Result<Plan> plan = Plan::build(graph, options);  // analyze inside: the run's one validation
+  if (!plan.ok()) {
+    if (opts.explain && !opts.json && plan.status().code() == StatusCode::NotSupported) {
+      // The facts and every row's verdict say why (a valid graph: analyze cannot fail here).
+      Result<Facts> facts = analyze(graph, dev->device);
+      if (facts.ok()) {
+        const std::vector<RowVerdict> verdicts = match(facts.value());
+        print_explanation(Explanation{graph, facts.value(), verdicts, nullptr, dev->source});
+      }
+    }
+    return report_failure(plan.status(), opts, source);
+  }
+  const std::vector<RowVerdict> verdicts = match(plan->facts());
+  const Explanation explanation{graph, plan->facts(), verdicts, &plan->config(), dev->source};
   nlohmann::json j{{"source", source}, {"graph", graph.name()}, {"ok", true}};
+  if (opts.explain) {
+    if (opts.json) j["explain"] = explanation_json(explanation);
+    else print_explanation(explanation);
+  }
   j["kernels"] = nlohmann::json::array();
   for (const KernelInfo& k : plan->kernels()) {
     j["kernels"].push_back({{"role", k.role}, {"engine", k.engine}, {"name", k.name_expression},
                             {"digest", k.key.substr(0, 16)}, {"origin", k.origin}, {"compile_ms", k.compile_ms},
                             {"cubin_bytes", k.cubin_bytes}});
-    if (!json_out)
-      fmt::print("kernel {:<9} {} [{}] digest {} ({}{})\n", k.role, k.engine, k.name_expression, k.key.substr(0, 16),
+    if (!opts.json)
+      fmt::print("kernel {:<11} {} [{}] digest {} ({}{})\n", k.role, k.engine, k.name_expression, k.key.substr(0, 16),
                  k.origin, k.origin == "compiled" ? fmt::format(", {:.0f} ms", k.compile_ms) : "");
   }
   const Config& c = plan->config();
-  if (!json_out)
+  if (!opts.json)
     fmt::print("plan: row {}, tile {}x{}, split_kv {}, workspace {} bytes, for {}\n", c.decision.row_id,
                c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes,
                plan->facts().device.arch_name());
@@ -74,17 +71,32 @@ int cmd_run(const Args& args) {
                                           : "the plan is not for this GPU (see --arch)";
     j["executed"] = false;
     j["skipped_because"] = why;
-    if (json_out) fmt::print("{}\n", j.dump(2));
+    if (opts.json) fmt::print("{}\n", j.dump(2));
     else fmt::print("execution skipped: {}\n", why);
     return kExitOk;
   }
-  testing::TrialInputs inputs = testing::make_inputs(graph, static_cast<uint64_t>(seed.value()));
+  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed);
+  std::vector<std::string> read;
+  if (!opts.inputs_dir.empty()) {
+    Status s = testing::read_npy_inputs(graph, opts.inputs_dir, inputs.tensors, read);
+    if (!s.ok()) return report_failure(s, opts, source);
+    j["inputs_read"] = read;
+    if (!opts.json) fmt::print("inputs read from {}: {}\n", opts.inputs_dir, read.empty() ? "none" : fmt::format("{}", fmt::join(read, ", ")));
+  }
   testing::TrialOptions topt;
-  topt.check = !args.flag("no-check");
-  topt.timing_iterations = args.flag("bench") ? iters.value() : 0;
+  topt.check = !opts.no_check;
+  topt.timing_iterations = opts.bench ? opts.iterations : 0;
   Result<testing::TrialReport> rep = testing::run_trial(plan.value(), inputs, topt);
-  if (!rep.ok()) return report_failure(rep.status(), args, source);
+  if (!rep.ok()) return report_failure(rep.status(), opts, source);
   const testing::TrialReport& r = rep.value();
+  if (!opts.save_dir.empty()) {
+    reference::HostTensors all = inputs.tensors;
+    for (const auto& [uid, bytes] : r.outputs) all[uid] = bytes;
+    Status s = testing::write_npy_tensors(graph, opts.save_dir, all);
+    if (!s.ok()) return report_failure(s, opts, source);
+    j["saved_to"] = opts.save_dir;
+    if (!opts.json) fmt::print("saved {} tensors to {} (tensors.json names their formats)\n", all.size(), opts.save_dir);
+  }
   j["executed"] = true;
   j["check"] = {{"passed", r.passed}, {"rows_checked", r.rows_checked}, {"o_max_abs_err", r.o_max_abs_err},
                 {"o_rel_l2", r.o_rel_l2}, {"elements_outside", r.elements_outside},
@@ -92,7 +104,7 @@ int cmd_run(const Args& args) {
   if (plan->facts().o_block_scale) j["check"]["reference_quantization_rel_l2"] = r.quant_rel_l2;
   if (topt.timing_iterations > 0)
     j["bench"] = {{"median_ms", r.median_ms}, {"tflops", r.tflops}, {"gbps", r.gbps}};
-  if (json_out) {
+  if (opts.json) {
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("executed on {}\n", dev->device.name);
