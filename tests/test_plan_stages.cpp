@@ -37,11 +37,11 @@ bool has(const std::string& s, const std::string& sub) { return s.find(sub) != s
 
 TEST_CASE("every row parses and every example has a verdict per attention row", "[rows]") {
   const auto& rows = capability_rows();
-  REQUIRE(rows.size() == 5);
+  REQUIRE(rows.size() == 7);
   for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding",
                            "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major", "mxfp8_inputs"}) {
     Facts f = facts_of(example_json(name));
-    CHECK(match(f).size() == 4);  // the combine row is matched only for split plans
+    CHECK(match(f).size() == 6);  // the combine row is matched only for split plans
   }
   CHECK_FALSE(parse_capability_row("{\"id\": 3}").ok());
 }
@@ -156,7 +156,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     CapabilityRow row = *std::find_if(capability_rows().begin(), capability_rows().end(),
                                       [](const CapabilityRow& r) { return r.id == "sdpa_fp8_sm90"; });
     row.built = false;
-    CHECK(match_row(row, f).reason == "row sdpa_fp8_sm90: engine sdpa_fp8_sm90 is not built yet");
+    CHECK(match_row(row, f).reason == "row sdpa_fp8_sm90: engine sdpa_sm90_ws is not built yet");
   }
   SECTION("the wgmma engine's own limits") {
     // Decode leaves its 128-row tiles empty: the mma.sync engine runs it.
@@ -171,29 +171,42 @@ TEST_CASE("required declines explain themselves", "[match]") {
       doc["tensors"][i]["dims"][3] = 64;
       doc["tensors"][i].erase("strides");
     }
-    CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm90").reason ==
-          "row sdpa_fp8_sm90: D_qk 64 not in {128}");
+    CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm90_prepass").reason ==
+          "row sdpa_fp8_sm90_prepass: D_qk 64 not in {128}");
+    CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm90").accepted);
   }
 }
 
-TEST_CASE("FP8 prefill on sm_90a runs on the wgmma engine, with V^T in the workspace", "[choose]") {
+TEST_CASE("FP8 and BF16 prefill on sm_90a run on the warp-specialized engine", "[choose]") {
   Facts f = facts_of(example_json("fp8_prefill"));
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
   CHECK(c->decision.row_id == "sdpa_fp8_sm90");
-  CHECK(c->decision.tile == TileShape{64, 128});
-  // Q (64 rows of 128 bytes), two K and two V^T stages of 128 x 128 bytes, 1024 bytes to align the base.
-  CHECK(c->derived.smem_bytes == 64 * 128 + 4 * 128 * 128 + 1024);
+  CHECK(c->derived.engine == "sdpa_sm90_ws");
+  CHECK(c->decision.tile == TileShape{128, 128});
   CHECK(c->decision.split_kv == 1);
-  // B 2, H_kv 8, D 128, S_kv 1024: one byte per V element.
-  REQUIRE(c->derived.workspace.size() == 1);
-  CHECK(c->derived.workspace[0].name == "vt");
-  CHECK(c->derived.workspace_bytes == 2 * 8 * 128 * 1024);
-  REQUIRE(c->derived.stages.size() == 2);
-  CHECK(c->derived.stages[0].role == "v_transpose");
-  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{8, 8, 2});
-  CHECK(c->derived.stages[1].role == "attention");
-  CHECK(c->derived.stages[1].spec.header == "sdpa_wgmma/kernel.cuh");
+  // V is transposed in the kernel: no pre-pass, no workspace.
+  CHECK(c->derived.workspace.empty());
+  REQUIRE(c->derived.stages.size() == 1);
+  CHECK(c->derived.stages[0].spec.header == "sdpa_sm90/kernel.cuh");
+  CHECK(c->derived.stages[0].block == 384);
+  // Q 128 rows x 128 bytes, two K, V and V^T stages of 128 x 128 bytes, 128 bytes of mbarriers, and 1024 bytes
+  // to align the dynamic base.
+  CHECK(c->derived.stages[0].smem_bytes == 16384 + 6 * 16384 + 128 + 1024);
+  Facts bf16 = facts_of(example_json("bf16_causal_sink"));
+  Result<Config> cb = choose(bf16, match(bf16));
+  REQUIRE(cb.ok());
+  CHECK(cb->decision.row_id == "sdpa_f16_sm90");
+  CHECK(cb->decision.tile == TileShape{128, 128});
+  // With too little shared memory for it, FP8 prefill falls to the wgmma engine with its V^T pre-pass.
+  Facts small = f;
+  small.device.smem_per_block = 100 * 1024;
+  Result<Config> cp = choose(small, match(small));
+  REQUIRE(cp.ok());
+  CHECK(cp->decision.row_id == "sdpa_fp8_sm90_prepass");
+  REQUIRE(cp->derived.stages.size() == 2);
+  CHECK(cp->derived.stages[0].role == "v_transpose");
+  CHECK(cp->derived.workspace_bytes == 2 * 8 * 128 * 1024);  // B 2, H_kv 8, D 128, S_kv 1024
   // The same graph on sm_89 runs on the mma.sync engine with no workspace.
   Facts ada = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_89", 128).value());
   Result<Config> c89 = choose(ada, match(ada));
@@ -201,6 +214,30 @@ TEST_CASE("FP8 prefill on sm_90a runs on the wgmma engine, with V^T in the works
   CHECK(c89->decision.row_id == "sdpa_fp8_sm89");
   CHECK(c89->derived.workspace_bytes == 0);
   CHECK(c89->derived.stages.size() == 1);
+}
+
+TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and declines other pins", "[choose]") {
+  json doc = example_json("bf16_causal_sink");
+  for (int i : {0, 1, 2, 4}) {
+    doc["tensors"][i]["dims"][3] = 256;
+    doc["tensors"][i].erase("strides");
+  }
+  Facts f = facts_of(doc);
+  Result<Config> c = choose(f, match(f));
+  REQUIRE(c.ok());
+  CHECK(c->decision.row_id == "sdpa_f16_sm90");
+  CHECK(c->decision.tile == TileShape{128, 64});  // D 256: 64 keys per tile
+  // D 64 runs 128 x 128 here; a pinned 128 x 64 (in the row's set, for D 256) goes to a row that honours it.
+  json d64 = example_json("bf16_causal_sink");
+  d64["op"]["knobs"] = {{"tile", {{"q", 128}, {"kv", 64}}}};
+  Facts pinned = facts_of(d64);
+  Result<Config> p = choose(pinned, match(pinned));
+  REQUIRE(p.ok());
+  CHECK(p->decision.row_id == "sdpa_f16_sm80");
+  CHECK(p->decision.tile == TileShape{128, 64});
+  Decision d{"sdpa_f16_sm90", {128, 64}, 1, "", "", {}};
+  CHECK(derive(pinned, d).status().message() ==
+        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 for D 64");
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
@@ -351,13 +388,15 @@ TEST_CASE("a row whose heuristics fail passes the graph to the next accepted row
   REQUIRE(vs.front().accepted);
   Result<Config> c = choose(f, vs);
   REQUIRE(c.ok());
-  CHECK(c->decision.row_id == "sdpa_fp8_sm89");
+  CHECK(c->decision.row_id == "sdpa_fp8_sm89");  // both sm_90 rows need more than 72 KB
   // With every tile too large, the decline lists each row's reason, the heuristics' included.
   f.device.smem_per_block = 4 * 1024;
   Result<Config> none = choose(f, match(f));
   REQUIRE_FALSE(none.ok());
-  CHECK(has(none.status().message(), "row sdpa_fp8_sm90: needs 74752 bytes of shared memory per block, the device "
+  CHECK(has(none.status().message(), "row sdpa_fp8_sm90: needs 115840 bytes of shared memory per block, the device "
                                      "has 4096"));
+  CHECK(has(none.status().message(), "row sdpa_fp8_sm90_prepass: needs 74752 bytes of shared memory per block, the "
+                                     "device has 4096"));
   CHECK(has(none.status().message(), "row sdpa_fp8_sm89: no allowed tile fits in 4096 bytes of shared memory"));
   CHECK(has(none.status().message(), "row sdpa_f16_sm80: op sdpa_fp8 not in {sdpa}"));
 }

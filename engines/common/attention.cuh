@@ -283,14 +283,17 @@ __device__ __forceinline__ void store_block_segment(const SdpaParams& p, const S
 
 // The end of an attention kernel for the rows this thread holds: adds the sink, normalises, writes O (any
 // format, block-scaled with sf_o included), Stats, Amax_O / Amax_S, or under split the fp32 partial O and LSE.
-// `last_q_tile`: this CTA zeroes the pad rows of per-(b,h) sf_o planes. All threads of the CTA call it.
+// `last_q_tile`: this CTA zeroes the pad rows of per-(b,h) sf_o planes. All `threads` threads (tid 0 ..
+// threads - 1) call it: the CTA, or with stage_barrier > 0 one warpgroup of a warp-specialized CTA, which then
+// meets at named barrier stage_barrier instead of __syncthreads.
 // kStageRows > 0: block-scaled O goes through `stage` (BlockStage<kStageRows, kDv>::kBytes of shared memory
-// that nothing else uses any more; the CTA's warps own 16 rows each, warp w rows 16w ..).
+// that nothing else uses any more; the calling warps own 16 rows each, warp w rows 16w ..).
 template <int kIn, int kOut, int kDv, int kFeatures, int kStageRows = 0>
 __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&o_acc)[kDv / 8][4],
                                                    const float (&m_run)[2], const float (&l_run)[2],
                                                    const ThreadRows& rows, int b, int split, int h_kv,
-                                                   bool last_q_tile, int tid, int threads, void* stage = nullptr) {
+                                                   bool last_q_tile, int tid, int threads, void* stage = nullptr,
+                                                   int stage_barrier = 0) {
   constexpr int kDT = kDv / 8;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
@@ -408,7 +411,8 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   finish_row(Slot<1>{});
   if constexpr (kStaged) {
     static_assert(kDv % 64 == 0, "staged block-scaled O: two threads per row, 32-column segments");
-    __syncthreads();
+    if (stage_barrier == 0) __syncthreads();
+    else asm volatile("bar.sync %0, %1;\n" ::"r"(stage_barrier), "n"(2 * kStageRows) : "memory");
     // The CTA's 2 * kStageRows threads (a warp holds 16 rows) share kStageRows x kDv / 32 items (a row's
     // 32-column segment). Thread tid: row tid % kStageRows, so a warp reads one chunk of 32 consecutive rows,
     // and segments tid / kStageRows + 2k; its items are unrolled, independent of each other.

@@ -44,7 +44,7 @@ struct SdpaParams {
   const unsigned char* sf_v;
   float* o_partial;    // split: [split][B][H_q][S_q][D_v]
   float* lse_partial;  // split: [split][B][H_q][S_q]
-  unsigned char* vt;   // sdpa_fp8_sm90: V transposed by its pre-pass, [B][H_kv][D_v][vt_keys] (keys permuted)
+  unsigned char* vt;   // sdpa_fp8_sm90_prepass: V transposed by its pre-pass, [B][H_kv][D_v][vt_keys] (keys permuted)
   int vt_keys;         // S_kv rounded up to the wgmma engine's KV tile; keys past the valid ones are zero
   long long q_stride[3];  // b, h, s (elements; d has unit stride)
   long long k_stride[3];
@@ -81,4 +81,17 @@ struct CombineParams {
   int num_splits;
   int stats_log2;
   int sf_layout, sf_rows, sf_cols;
+};
+
+// A TMA descriptor (the driver's CUtensorMap) as the kernels see it: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) RimeTensorMap {
+  unsigned long long opaque[16];
+};
+
+// The parameter block of the sdpa_sm90_ws kernels (passed as __grid_constant__, so the tensor maps are read
+// where they lie): K and V as 4-D TMA maps (d, s, h, b), and the common block.
+struct alignas(64) SdpaWsParams {
+  RimeTensorMap k_map;
+  RimeTensorMap v_map;
+  SdpaParams p;
 };

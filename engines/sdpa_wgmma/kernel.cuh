@@ -1,4 +1,4 @@
-// sdpa_fp8_sm90: FP8 forward on Hopper's warpgroup MMA (wgmma, QGMMA in SASS), for D_qk = D_v = 128.
+// sdpa_fp8_sm90_prepass: FP8 forward on Hopper's warpgroup MMA (wgmma, QGMMA in SASS), for D_qk = D_v = 128.
 //
 // A CTA is kWgmmaGroups warpgroups of 128 threads and owns 64 packed rows of one (batch, kv head) per
 // warpgroup (GQA packs the q heads of a kv head into rows, as in sdpa_mma). KV tiles are 128 keys. Per tile each

@@ -1,4 +1,4 @@
-// The launch shape of the sdpa_fp8_sm90 wgmma kernels, read by kernel.cuh and by engine.cpp alike. No
+// The launch shape of the sdpa_fp8_sm90_prepass wgmma kernels, read by kernel.cuh and by engine.cpp alike. No
 // includes beyond host_device.h: NVRTC compiles it.
 #pragma once
 

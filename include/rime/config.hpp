@@ -37,7 +37,7 @@ struct KernelSpec {
   std::string engine;           // "sdpa_fp8_sm89", "combine": names cache entries and log lines
   std::string header;           // "sdpa_mma/kernel.cuh", relative to engines/
   std::string name_expression;  // "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 64, 6>"
-  std::string params_type;      // the kernel's single by-value parameter: "SdpaParams", "CombineParams"
+  std::string params_type;      // the kernel's single by-value parameter: "SdpaParams", "__grid_constant__ SdpaWsParams"
   std::string arch;             // "sm_90a": exact, never a family
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b) {

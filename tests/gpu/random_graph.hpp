@@ -16,9 +16,12 @@ struct GraphDraw {
   std::string description;
 };
 
-// kWgmmaShapes draws only what the wgmma engine (sdpa_fp8_sm90) serves: E4M3 inputs, D 128, at least 64 packed
-// rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
-enum class Draw { kAll, kWgmmaShapes };
+// kWgmmaShapes draws only what the pre-pass wgmma engine (sdpa_fp8_sm90_prepass) serves: E4M3 inputs, D 128, at
+// least 64 packed rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
+// kSm90Ws draws what the warp-specialized engine (sdpa_sm90_ws) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
+// 64/128/256, at least 64 packed rows, no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000
+// (tails in rows and keys, several tiles, fully masked row tiles).
+enum class Draw { kAll, kWgmmaShapes, kSm90Ws };
 
 inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   std::mt19937_64 rng(seed);
@@ -27,6 +30,8 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   };
   auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   const bool wgmma = draw == Draw::kWgmmaShapes;
+  const bool ws = draw == Draw::kSm90Ws;
+  const bool prefill_only = wgmma || ws;  // engines whose rows need >= 64 packed rows
   const bool fp8 = wgmma || coin(0.6);
   const DataType in = fp8 ? (wgmma || coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
                           : (coin(0.5) ? DataType::BF16 : DataType::FP16);
@@ -42,9 +47,10 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const int64_t H_kv = pick({1, 2, 3});
   const int64_t H_q = H_kv * group;
   const int64_t B = pick({1, 2, 3});
-  const bool decode = !wgmma && coin(0.25);
-  const int64_t S_q = decode ? 1 : wgmma ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
-  const int64_t S_kv = wgmma ? pick({1, 50, 129, 300, 513, 1000}) : pick({1, 50, 64, 129, 256, 300, 513});
+  const bool decode = !prefill_only && coin(0.25);
+  int64_t S_q = decode ? 1 : prefill_only ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
+  if (prefill_only && S_q * group < 64) S_q = 64;
+  const int64_t S_kv = prefill_only ? pick({1, 50, 129, 300, 513, 1000}) : pick({1, 50, 64, 129, 256, 300, 513});
   const int layout = static_cast<int>(pick({0, 0, 1, 2}));  // bhsd, bshd, strided (padded rows)
 
   Graph g(fmt::format("sweep_{}", seed));
@@ -87,7 +93,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (coin(0.2)) a.attn_scale = 0.05f;
   const int split = static_cast<int>(pick({0, 0, 1, 2, 4, 16}));  // 0: the heuristic; 16: often > KV tiles
   if (split) a.split_kv = split;
-  const int tile = wgmma ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
+  const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
   a.padding_mask = padding;
   a.generate_stats = stats;

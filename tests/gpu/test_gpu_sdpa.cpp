@@ -12,6 +12,7 @@
 #include "testing/reference/formats.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "runtime/driver.hpp"
 #include "testing/cuda_api.hpp"
 #include "testing/trial.hpp"
 
@@ -149,29 +150,64 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
              splits["split"], splits["unsplit"]);
 }
 
-// The wgmma engine (sdpa_fp8_sm90) on its own draws: every mask, padding, GQA, sink, Stats, Amax, every O
-// dtype, split or not, sequence tails in rows and keys. On a GPU other than sm_90a the draws run elsewhere, and
-// the test says so.
-TEST_CASE("the wgmma engine against the CPU reference", "[gpu][wgmma]") {
-  const int n = std::max(8, sweep_size() / 3);
+// The warp-specialized engine (sdpa_sm90_ws, rows sdpa_fp8_sm90 and sdpa_f16_sm90) on its own draws: FP8 and
+// 16-bit inputs, D 64/128/256, every mask, padding, GQA, sink, Stats, Amax, every O dtype, split or not, tails in
+// rows and keys. On sm_90a every draw must run on it.
+TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") {
+  const int n = std::max(16, sweep_size() / 2);
   std::vector<test::GraphDraw> draws;
   std::vector<Graph> graphs;
   for (int i = 0; i < n; ++i) {
-    draws.push_back(test::random_graph(50000 + i, test::Draw::kWgmmaShapes));
+    draws.push_back(test::random_graph(70000 + i, test::Draw::kSm90Ws));
     graphs.push_back(draws.back().graph);
   }
   std::vector<Result<Plan>> plans = build_plans(graphs);
-  int passed = 0, on_wgmma = 0;
+  int passed = 0, on_ws = 0;
+  std::map<std::string, int> by_kind;
   for (int i = 0; i < n; ++i) {
     INFO(draws[i].description);
+    INFO(plans[i].status().to_string());
     REQUIRE(plans[i].ok());
     const Plan& plan = plans[i].value();
     REQUIRE(plan.prepared());
-    on_wgmma += plan.config().derived.engine == "sdpa_fp8_sm90";
-    passed += checked_trial(plan, 9000 + i, 2048).passed;
+    on_ws += plan.config().derived.engine == "sdpa_sm90_ws";
+    const bool ok = checked_trial(plan, 11000 + i, 2048).passed;
+    passed += ok;
+    by_kind[fmt::format("{} D{}", to_string(plan.facts().q().dtype), plan.facts().D_qk)] += ok;
+    if (i % 20 == 19) {
+      fmt::print("ws progress: {} of {} run, {} passed\n", i + 1, n, passed);
+      std::fflush(stdout);
+    }
   }
-  fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90\n", n, passed, on_wgmma);
-  if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_wgmma == n);
+  std::string kinds;
+  for (const auto& [k, v] : by_kind) kinds += fmt::format(" {}: {} passed;", k, v);
+  fmt::print("ws draws: {} configurations, {} passed, {} ran on sdpa_sm90_ws;{}\n", n, passed, on_ws, kinds);
+  if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_ws == n);
+}
+
+// The pre-pass wgmma engine (sdpa_fp8_sm90_prepass) on its own draws, planned for an H200 with 100 KB of shared
+// memory per block so that the warp-specialized engine declines and this one runs (it is the fallback).
+TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]") {
+  const int n = std::max(8, sweep_size() / 6);
+  std::vector<test::GraphDraw> draws;
+  int passed = 0, on_wgmma = 0;
+  Result<DeviceDesc> gpu = driver::query_device();
+  REQUIRE(gpu.ok());
+  PlanOptions options;
+  options.device = gpu.value();
+  options.device->smem_per_block = 100 * 1024;
+  for (int i = 0; i < n; ++i) {
+    draws.push_back(test::random_graph(50000 + i, test::Draw::kWgmmaShapes));
+    INFO(draws[i].description);
+    Result<Plan> plan = Plan::build(draws[i].graph, options);
+    INFO(plan.status().to_string());
+    REQUIRE(plan.ok());
+    REQUIRE(plan->prepared());
+    on_wgmma += plan->config().derived.engine == "sdpa_fp8_sm90_prepass";
+    passed += checked_trial(plan.value(), 9000 + i, 2048).passed;
+  }
+  fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90_prepass\n", n, passed, on_wgmma);
+  if (gpu->arch_name() == "sm_90a") CHECK(on_wgmma == n);
 }
 
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {

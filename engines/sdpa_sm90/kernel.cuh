@@ -1,0 +1,468 @@
+// sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256.
+//
+// A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
+// other engines) and is three warpgroups:
+//   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
+//     2-stage ring guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads then transpose each
+//     V tile into V^T (FP8 wgmma takes B k-major only), keys in P's register order, keys past the batch's valid
+//     length zeroed, and signal pv_full; for 16-bit types V is used as it lands (wgmma reads it N-major), and
+//     the producer only zeroes rows past the valid length before signalling pv_full.
+//   consumers (warpgroups 1 and 2, 224 registers): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
+//     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j) only, runs the online softmax on it while the
+//     P.V wgmma is still in flight, then waits for that, rescales O and packs P(j). The two consumers take turns
+//     issuing (named barriers 1 and 2, ping-pong), so one's softmax runs while the other's wgmmas use the tensor
+//     cores.
+// Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
+// K. The epilogue (normalisation, sink, Stats, Amax, every O format, split partials) is common/attention.cuh's.
+//
+// Shared-memory operands are stored as sub-tiles of rows of 128 bytes (64 for FP8 D 64) with the matching TMA /
+// wgmma swizzle: the 16-byte chunk c of row r sits at c ^ (r % 8) (128-byte) or c ^ ((r / 2) % 4) (64-byte).
+#pragma once
+
+#include "common/attention.cuh"
+#include "common/wgmma_ops.cuh"
+#include "sdpa_sm90/layout.h"
+
+namespace rime_dev {
+namespace ws {
+
+// ---- mbarriers, TMA, named barriers, register reallocation -------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(u64* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// Adds `bytes` to the barrier's expected transaction count and arrives once (the producer, before its TMA).
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u64* bar, unsigned parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits until the phase of parity `parity` has completed (a fresh barrier is in phase 0: parity 1 passes).
+__device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+// One box of a 4-D tensor map (coordinates innermost first, in elements) into shared memory; completes on bar.
+__device__ __forceinline__ void tma_load_4d(void* dst, const RimeTensorMap* map, int c0, int c1, int c2, int c3,
+                                            u64* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void prefetch_tensor_map(const RimeTensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence_all() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ties every accumulator register to this point: after a wgmma wait, the compiler may not move reads or writes
+// of the accumulators above it (they would race with the asynchronous wgmma).
+template <int M>
+__device__ __forceinline__ void fence_operands(float (&x)[M][4]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[m][e])::"memory");
+}
+
+// ---- shared-memory layouts and descriptors -----------------------------------------------------------------
+
+// Byte offset of byte `b` of row `r` in a swizzled tile of kRowBytes-byte rows (128 or 64).
+template <int kRowBytes>
+__device__ __forceinline__ int swz(int r, int b) {
+  constexpr int kShift = kRowBytes == 128 ? 0 : 1;
+  constexpr int kMask = kRowBytes == 128 ? 7 : 3;
+  return r * kRowBytes + ((((b >> 4) ^ ((r >> kShift) & kMask)) << 4) | (b & 15));
+}
+// K-major operand (rows of kRowBytes, the K dimension contiguous): 8-row groups kRowBytes * 8 apart (SBO), the
+// swizzle of the row width; the start advances by 32 bytes per k step inside a row.
+template <int kRowBytes>
+__device__ __forceinline__ u64 desc_k_major(const void* p) {
+  const u64 mode = kRowBytes == 128 ? 1 : 2;
+  return ((u64(smem_addr(p)) & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64((kRowBytes * 8) >> 4) << 32) | (mode << 62);
+}
+// N-major 16-bit operand (V as it lands: rows of keys, 64 d per 128-byte row, 128-byte swizzle): 8 keys (one
+// swizzle atom) 1024 bytes apart (SBO), the next 64 d `lbo` bytes on (LBO: the next sub-tile).
+__device__ __forceinline__ u64 desc_n_major_sw128(const void* p, int lbo) {
+  return ((u64(smem_addr(p)) & 0x3FFFF) >> 4) | (u64(lbo >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
+}
+
+// ---- the wgmmas of one KV tile -----------------------------------------------------------------------------
+
+// S (64 x kN) = Q (64 x D, this warpgroup's rows) K^T, K-major both, one k step of 32 bytes at a time.
+template <int kIn, int kN>
+__device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
+  if constexpr (kIn == RIME_T_E4M3) {
+    if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e4m3(s, a, b, acc);
+    else wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
+  } else if constexpr (kIn == RIME_T_E5M2) {
+    if constexpr (kN == 64) wgmma_ss_m64n64_e5m2_e5m2(s, a, b, acc);
+    else wgmma_ss_m64n128_e5m2_e5m2(s, a, b, acc);
+  } else if constexpr (kIn == RIME_T_BF16) {
+    if constexpr (kN == 64) wgmma_ss_m64n64_bf16(s, a, b, acc);
+    else wgmma_ss_m64n128_bf16(s, a, b, acc);
+  } else {
+    if constexpr (kN == 64) wgmma_ss_m64n64_f16(s, a, b, acc);
+    else wgmma_ss_m64n128_f16(s, a, b, acc);
+  }
+}
+// O (64 x D) += P (registers, one k step) V.
+template <int kIn, int kD>
+__device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4], u64 b) {
+  if constexpr (kIn == RIME_T_E4M3) {
+    if constexpr (kD == 64) wgmma_rs_m64n64_e4m3_e4m3(o, a, b, 1);
+    else if constexpr (kD == 128) wgmma_rs_m64n128_e4m3_e4m3(o, a, b, 1);
+    else wgmma_rs_m64n256_e4m3_e4m3(o, a, b, 1);
+  } else if constexpr (kIn == RIME_T_E5M2) {  // P is E4M3, V E5M2
+    if constexpr (kD == 64) wgmma_rs_m64n64_e4m3_e5m2(o, a, b, 1);
+    else if constexpr (kD == 128) wgmma_rs_m64n128_e4m3_e5m2(o, a, b, 1);
+    else wgmma_rs_m64n256_e4m3_e5m2(o, a, b, 1);
+  } else if constexpr (kIn == RIME_T_BF16) {
+    if constexpr (kD == 64) wgmma_rs_m64n64_bf16(o, a, b, 1);
+    else if constexpr (kD == 128) wgmma_rs_m64n128_bf16(o, a, b, 1);
+    else wgmma_rs_m64n256_bf16(o, a, b, 1);
+  } else {
+    if constexpr (kD == 64) wgmma_rs_m64n64_f16(o, a, b, 1);
+    else if constexpr (kD == 128) wgmma_rs_m64n128_f16(o, a, b, 1);
+    else wgmma_rs_m64n256_f16(o, a, b, 1);
+  }
+}
+
+// The FP8 transpose of one V tile (kN keys of kD bytes, as the TMA wrote it: sub-tiles of kRow-byte rows) into
+// V^T (kD rows of kN bytes, with the swizzle of that row width), keys permuted within each 16 as pack_p_fp8's P
+// fragment holds them (vt_key_of_position), keys at or past kv_end zeroed. Work item: 16 keys x 4 d (a thread
+// reads one 4-byte word of each of the 16 key rows and writes 16 bytes into each of 4 V^T rows). A quarter-warp's
+// lanes hold 8 consecutive 4-d groups and write their 4 rows in an order rotated by (group / 2) % 4, so that the
+// 8 16-byte stores of a quarter-warp land in 8 different bank groups for both row widths (checked by
+// enumerating every key group and store step).
+template <int kD, int kRow, int kN>
+__device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
+  constexpr int kQuads = kD / 4;
+  constexpr int kItems = (kN / 16) * kQuads;
+  static_assert(kItems % 128 == 0, "whole work items per producer thread");
+  // One item at a time: unrolled, two items' 16 words each did not fit the producer's 56 registers (spills).
+#pragma unroll 1
+  for (int it = 0; it < kItems / 128; ++it) {
+    const int item = ptid + 128 * it;
+    const int dq = item % kQuads, grp = item / kQuads;
+    const int d0 = dq * 4;
+    const u8* src = sv + (d0 / kRow) * (kN * kRow);  // the sub-tile of d0
+    u32 w[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int key = grp * 16 + k;
+      w[k] = *reinterpret_cast<const u32*>(src + swz<kRow>(key, d0 % kRow));
+      if (key >= kv_end) w[k] = 0;  // P is 0 there; a NaN in V's padding must not reach the product
+    }
+    const int rot = (dq >> 1) & 3;
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const int j = (step + rot) & 3;               // this store's row: d0 + j
+      const u32 pick = u32(j) | (u32(4 + j) << 4);  // bytes j of two words, low then high
+      u32 out[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        // Positions 4q .. 4q + 3 hold keys 2q, 2q + 1, 8 + 2q, 9 + 2q (vt_key_of_position).
+        const u32 lo = __byte_perm(w[2 * q], w[2 * q + 1], pick);
+        const u32 hi = __byte_perm(w[8 + 2 * q], w[9 + 2 * q], pick);
+        out[q] = __byte_perm(lo, hi, 0x5410);
+      }
+      *reinterpret_cast<uint4*>(svt + swz<kN>(d0 + j, grp * 16)) = make_uint4(out[0], out[1], out[2], out[3]);
+    }
+  }
+}
+
+}  // namespace ws
+
+template <int kIn, int kOut, int kD, int kFeatures>
+__global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
+  using namespace ws;
+  const SdpaParams& p = params.p;
+  constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
+  constexpr int kEB = kFp8 ? 1 : 2;
+  constexpr int kN = rime_ws::tile_kv(kEB, kD);
+  constexpr int kNT = kN / 8, kDT = kD / 8;
+  constexpr int kRow = rime_ws::row_bytes(kD * kEB);  // sub-tile row width of Q, K and V
+  constexpr int kSubs = kD * kEB / kRow;              // sub-tiles along d
+  constexpr int kKSteps = kD * kEB / 32;              // 32-byte k steps of Q.K^T
+  constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
+  constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
+  constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
+  constexpr int kBlock = OutFormat<kOut>::kBlock;
+  constexpr rime_ws::Smem kSmem =
+      rime_ws::smem(kEB, kD, kD, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
+  static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
+
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  u8* sQ = smem + kSmem.q;
+  u8* sK = smem + kSmem.k;
+  u8* sV = smem + kSmem.v;
+  u8* sVt = smem + kSmem.vt;
+  u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
+  u64* k_full = bars;       // [2] TMA of K landed
+  u64* k_empty = bars + 2;  // [2] both consumers done with K (lane 0 of each of their 8 warps)
+  u64* v_full = bars + 4;   // [2] TMA of V landed (the producer waits)
+  u64* pv_full = bars + 6;  // [2] the P.V operand is ready (V^T for FP8, V for 16-bit): 128 producer threads
+  u64* pv_empty = bars + 8;  // [2] both consumers done with it
+
+  pdl_launch_dependents();  // the combine waits for this grid's completion itself
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int q_tile = blockIdx.x, h_kv = blockIdx.y;
+  const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
+  const int row0 = q_tile * rime_ws::kTileQ;
+  const BatchExtent ext = batch_extent<kPadding>(p, b);
+  int kt_begin, kt_end;
+  kv_tile_range<rime_ws::kTileQ, kN, kMask, kSplit>(p, ext, row0, split, kt_begin, kt_end);
+  const int n_tiles = kt_end - kt_begin;
+
+  if (tid == 0) {
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(&k_full[i], 1);
+      mbar_init(&k_empty[i], 8);
+      mbar_init(&v_full[i], 1);
+      mbar_init(&pv_full[i], 128);
+      mbar_init(&pv_empty[i], 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer -------------------------------------------------------------------------------------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    const int ptid = tid;
+    const bool issuer = ptid == 0;
+    if (issuer) {
+      prefetch_tensor_map(&params.k_map);
+      prefetch_tensor_map(&params.v_map);
+    }
+    constexpr unsigned kKBytes = kN * kD * kEB, kVBytes = kN * kD * kEB;
+    auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into stage j % 2
+      const int s = j & 1;
+      const unsigned ph = (j >> 1) & 1;
+      const int key0 = (kt_begin + j) * kN;
+      mbar_wait(&k_empty[s], ph ^ 1);
+      mbar_expect_tx(&k_full[s], kKBytes);
+#pragma unroll
+      for (int c = 0; c < kSubs; ++c)
+        tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, b,
+                    &k_full[s]);
+      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - 2 finished before the
+      // producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
+      if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
+      mbar_expect_tx(&v_full[s], kVBytes);
+#pragma unroll
+      for (int c = 0; c < kSubs; ++c)
+        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRow, &params.v_map, c * (kRow / kEB), key0, h_kv, b,
+                    &v_full[s]);
+    };
+    if (issuer && n_tiles > 0) issue(0);
+    for (int j = 0; j < n_tiles; ++j) {
+      const int s = j & 1;
+      const unsigned ph = (j >> 1) & 1;
+      if (issuer && j + 1 < n_tiles) issue(j + 1);
+      mbar_wait(&v_full[s], ph);
+      const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
+      if constexpr (kFp8) {
+        mbar_wait(&pv_empty[s], ph ^ 1);
+        transpose_v_tile<kD, kRow, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
+      } else if (kPadding && kv_end < kN) {
+        // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
+        u8* tile = sV + s * kSmem.v_stage_bytes;
+        for (int e = ptid * 16; e < kSubs * kN * kRow; e += 128 * 16) {
+          const int key = (e % (kN * kRow)) / kRow;
+          if (key >= kv_end) *reinterpret_cast<uint4*>(tile + e) = make_uint4(0, 0, 0, 0);
+        }
+      }
+      fence_proxy_async_shared();  // generic-proxy writes (V^T, zeroed rows), then the consumers' wgmma reads
+      mbar_arrive(&pv_full[s]);
+      if constexpr (kFp8) named_sync(3, 128);  // every producer thread is done reading the raw V stage
+    }
+    return;
+  }
+
+  // ---- consumers --------------------------------------------------------------------------------------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+  const int cw = wg - 1;                      // consumer 0 or 1
+  const int ctid = tid - 128 * wg;            // thread within the consumer warpgroup
+  const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
+  const int my_bar = 1 + cw, other_bar = 2 - cw;  // ping-pong: named barrier 1 is consumer 0's turn, 2 consumer 1's
+  u8* sQw = sQ + cw * 64 * kD * kEB;
+
+  // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
+  {
+    const u8* q_base = static_cast<const u8*>(p.q);
+    constexpr int kChunks = kD * kEB / 16;
+    for (int c = ctid; c < 64 * kChunks; c += 128) {
+      const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
+      const bool ok = pr < p.packed_rows;
+      const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
+      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(i) * p.q_stride[2]) * kEB;
+      const int byte = ch * 16;
+      cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    named_sync(4 + cw, 128);
+  }
+
+  float scale_log2 = p.attn_scale * kLog2e;
+  if constexpr (kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
+
+  float o_acc[kDT][4];
+  float s[kNT][4];
+#pragma unroll
+  for (int d = 0; d < kDT; ++d)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o_acc[d][e] = 0.f;
+#pragma unroll
+  for (int n = 0; n < kNT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+  float m_run[2] = {neg_inf(), neg_inf()};
+  float l_run[2] = {0.f, 0.f};
+  constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V
+  u32 pa[kPSteps][4];                               // P of the previous tile, as wgmma A fragments
+
+  auto issue_qk = [&](int j) {
+    const int st = j & 1;
+    const u8* tk = sK + st * kSmem.k_stage_bytes;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int byte = kk * 32;
+      const u64 da = desc_k_major<kRow>(sQw + (byte / kRow) * (64 * kRow) + byte % kRow);
+      const u64 db = desc_k_major<kRow>(tk + (byte / kRow) * (kN * kRow) + byte % kRow);
+      wgmma_qk<kIn, kN>(s, da, db, kk);
+    }
+  };
+  auto issue_pv = [&](int j) {
+    const int st = j & 1;
+    if constexpr (kFp8) {
+      const u8* tvt = sVt + st * kSmem.vt_stage_bytes;
+#pragma unroll
+      for (int c = 0; c < kPSteps; ++c) wgmma_pv<kIn, kD>(o_acc, pa[c], desc_k_major<kN>(tvt + c * 32));
+    } else {
+      const u8* tv = sV + st * kSmem.v_stage_bytes;
+#pragma unroll
+      for (int c = 0; c < kPSteps; ++c) wgmma_pv<kIn, kD>(o_acc, pa[c], desc_n_major_sw128(tv + c * 16 * 128, kN * 128));
+    }
+  };
+  // Scale to log2 units, mask the keys outside each row's bounds on edge tiles, online softmax.
+  auto softmax = [&](int j, float (&alpha)[2]) {
+    const int kt = kt_begin + j;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    if (kMask || kPadding || (kt + 1) * kN > p.S_kv) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key_outside(rows, e / 2, kt * kN + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
+    }
+    online_softmax(s, m_run, l_run, alpha);
+  };
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int c = 0; c < kPSteps; ++c) {
+      if constexpr (kFp8) {
+        pack_p_fp8(s, c, pa[c]);
+      } else {
+        pa[c][0] = pack2<kIn>(s[2 * c][0], s[2 * c][1]);
+        pa[c][1] = pack2<kIn>(s[2 * c][2], s[2 * c][3]);
+        pa[c][2] = pack2<kIn>(s[2 * c + 1][0], s[2 * c + 1][1]);
+        pa[c][3] = pack2<kIn>(s[2 * c + 1][2], s[2 * c + 1][3]);
+      }
+    }
+  };
+  auto release = [&](u64* bar) {
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  if (n_tiles > 0) {
+    if (cw == 1) named_arrive(1, 256);  // consumer 0 goes first
+    // Tile 0: S only.
+    named_sync(my_bar, 256);
+    mbar_wait(&k_full[0], 0);
+    wgmma_fence_all();
+    issue_qk(0);
+    wgmma_commit_group();
+    named_arrive(other_bar, 256);
+    wgmma_wait_group<0>();
+    fence_operands(s);
+    release(&k_empty[0]);
+    {
+      float alpha[2];
+      softmax(0, alpha);
+      rescale_rows(o_acc, alpha);
+      pack_p();
+    }
+    for (int j = 1; j < n_tiles; ++j) {
+      named_sync(my_bar, 256);
+      mbar_wait(&k_full[j & 1], (j >> 1) & 1);
+      wgmma_fence_all();
+      issue_qk(j);
+      wgmma_commit_group();
+      mbar_wait(&pv_full[(j - 1) & 1], ((j - 1) >> 1) & 1);
+      issue_pv(j - 1);
+      wgmma_commit_group();
+      named_arrive(other_bar, 256);
+      wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
+      fence_operands(s);
+      release(&k_empty[j & 1]);
+      float alpha[2];
+      softmax(j, alpha);
+      wgmma_wait_group<0>();
+      fence_operands(o_acc);
+      release(&pv_empty[(j - 1) & 1]);
+      rescale_rows(o_acc, alpha);
+      pack_p();
+    }
+    // The last P.V.
+    named_sync(my_bar, 256);
+    mbar_wait(&pv_full[(n_tiles - 1) & 1], ((n_tiles - 1) >> 1) & 1);
+    wgmma_fence_all();
+    issue_pv(n_tiles - 1);
+    wgmma_commit_group();
+    if (cw == 0) named_arrive(other_bar, 256);  // consumer 1's last turn has no successor to wake
+    wgmma_wait_group<0>();
+    fence_operands(o_acc);
+    release(&pv_empty[(n_tiles - 1) & 1]);
+  }
+
+  void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)
+                                      : nullptr;
+  attention_epilogue<kIn, kOut, kD, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
+      p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && q_tile == int(gridDim.x) - 1, ctid, 128, stage,
+      4 + cw);
+}
+
+}  // namespace rime_dev

@@ -1,0 +1,59 @@
+// The launch shape of the sdpa_sm90_ws kernels (rows sdpa_fp8_sm90 and sdpa_f16_sm90), read by kernel.cuh and by
+// engine.cpp alike, so the two cannot drift. No includes beyond host_device.h: NVRTC compiles it.
+#pragma once
+
+#include "common/host_device.h"
+
+namespace rime_ws {
+
+// A CTA is three warpgroups: warpgroup 0 produces (TMA loads of K and V; for FP8 also the transpose of V), and
+// warpgroups 1 and 2 consume, 64 query rows each, in ping-pong.
+constexpr int kThreads = 384;
+constexpr int kConsumers = 2;
+constexpr int kTileQ = 64 * kConsumers;  // packed rows per CTA
+constexpr int kStages = 2;               // K / V (/ V^T) ring depth
+
+// Keys per KV tile: 128, except for D 256, where a consumer's O (128 registers per thread) and S of 128 keys
+// (64 more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled
+// 620 bytes), and 16-bit K and V stages of 128 keys would not fit shared memory.
+RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) { return d == 256 ? 64 + 0 * elem_bytes : 128; }
+
+// The width of a shared-memory sub-tile row and its swizzle: operands are stored as sub-tiles of rows of
+// `row_bytes` (128, or 64 for 64-byte rows), the TMA box width.
+RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) { return bytes_per_row >= 128 ? 128 : bytes_per_row; }
+
+// Shared memory, byte offsets from the 1024-byte-aligned base (the 128-byte swizzle's atoms are 1024 bytes):
+// Q (kTileQ rows), kStages K and V tiles, for FP8 kStages V^T tiles (D rows of tile_kv keys), the mbarriers,
+// then for block-scaled O the staging area of the two consumers' epilogues when it fits. `total` includes the
+// 1024 bytes the kernel uses to align the dynamic base.
+struct Smem {
+  int q, k, v, vt, barriers, stage, total;
+  int k_stage_bytes, v_stage_bytes, vt_stage_bytes, stage_bytes_per_consumer;
+  bool staged_epilogue;
+};
+RIME_HOST_DEVICE constexpr int align1024(int x) { return (x + 1023) / 1024 * 1024; }
+RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, bool fp8, bool block_scaled_o, int smem_limit) {
+  Smem s{};
+  const int n = tile_kv(elem_bytes, d_qk);
+  s.k_stage_bytes = n * d_qk * elem_bytes;
+  s.v_stage_bytes = n * d_v * elem_bytes;
+  s.vt_stage_bytes = fp8 ? d_v * n : 0;
+  s.q = 0;
+  s.k = align1024(s.q + kTileQ * d_qk * elem_bytes);
+  s.v = align1024(s.k + kStages * s.k_stage_bytes);
+  s.vt = align1024(s.v + kStages * s.v_stage_bytes);
+  s.barriers = align1024(s.vt + kStages * s.vt_stage_bytes);
+  const int end = s.barriers + 16 * 8;  // 12 mbarriers used, 16 reserved
+  // The staged block-scaled epilogue (common/attention.cuh, BlockStage<64, D_v>): 64 rows of D_v + 4 floats and
+  // 64 row records of 24 bytes per consumer.
+  s.stage_bytes_per_consumer = 64 * (d_v + 4) * 4 + 64 * 24;
+  s.stage = align1024(end);
+  s.staged_epilogue = block_scaled_o && s.stage + kConsumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
+  s.total = (s.staged_epilogue ? s.stage + kConsumers * s.stage_bytes_per_consumer : end) + 1024;
+  return s;
+}
+
+// The H100/H200 opt-in shared memory per block, which the kernel's compile-time layout is sized against.
+constexpr int kSmemLimit = 227 * 1024;
+
+}  // namespace rime_ws
