@@ -1,27 +1,40 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch):
-# the GPU tests, a compute-sanitizer memcheck subset, the benchmark with its anchors, the block-scaled epilogue's
-# overhead and the split oracle.
+# a smoke run of the examples, the GPU tests, compute-sanitizer (memcheck on a subset; racecheck and synccheck on
+# a few warp-specialized draws), the benchmark with its anchors, the block-scaled epilogue's overhead and the split
+# oracle. Every step runs under a time limit, so that a hang costs its limit and not the session.
 # Expects the carried layout of docs/testing.md: .carry/bin (rime, rime_gpu_tests), .carry/lib (libfmt),
 # .carry/cache (pre-warmed), optionally .carry/whl (the cuDNN frontend wheel for the FP8 anchor).
-#   tools/device/gpu_check.sh OUTDIR [tests|memcheck|bench|overhead|oracle]...   (default: all five)
+#   tools/device/gpu_check.sh OUTDIR [smoke|tests|memcheck|racecheck|synccheck|bench|overhead|oracle]...
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
-steps=${*:-tests memcheck bench overhead oracle}
+steps=${*:-smoke tests memcheck bench overhead oracle}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export RIME_SOURCE_DIR=$root RIME_CACHE_DIR=$root/.carry/cache
 if ls "$root"/.carry/whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site "$root"/.carry/whl/*.whl && export PYTHONPATH=/tmp/site
 fi
+tests=$root/.carry/bin/rime_gpu_tests
 for step in $steps; do
   case $step in
-    tests) stdbuf -oL "$root/.carry/bin/rime_gpu_tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" | tail -25 ;;
-    memcheck) RIME_GPU_SWEEP=12 compute-sanitizer --tool memcheck --print-limit 5 "$root/.carry/bin/rime_gpu_tests" \
-                "[sweep],[split],[block_scale],[mx],[wgmma]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
-    bench) "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -30 ;;
-    overhead) "$root/tools/bench/overhead.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -6 ;;
-    oracle) "$root/tools/bench/split_oracle.sh" "$root/.carry/bin/rime" "$root"/tools/bench/graphs/*decode*.json \
+    smoke)
+      for f in "$root"/examples/*.json "$root"/tools/bench/graphs/*_d256.json; do
+        printf '%s: ' "$(basename "$f")"
+        timeout 90 "$root/.carry/bin/rime" run "$f" 2>&1 | grep -E "^check|^plan|failed|error|Error" | tr '\n' ' '
+        echo " [exit ${PIPESTATUS[0]}]"
+      done 2>&1 | tee "$out/smoke.log" ;;
+    tests) timeout 480 stdbuf -oL "$tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" |
+             grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
+    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 timeout 400 compute-sanitizer --tool memcheck --print-limit 5 \
+                "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
+    racecheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool racecheck \
+                 --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/racecheck.log" | tail -5 ;;
+    synccheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool synccheck \
+                 --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/synccheck.log" | tail -5 ;;
+    bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
+    overhead) timeout 300 "$root/tools/bench/overhead.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -6 ;;
+    oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$root/.carry/bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
   esac
 done
