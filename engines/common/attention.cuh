@@ -156,12 +156,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[
 }
 
 // The FP8 A fragment (m16n8k32 / wgmma k32 register layout) of the 32 keys [32c, 32c + 32) of P, quantized to
-// E4M3 on kPScale. The accumulator gives a thread keys {2t, 2t+1, 2t+8, 2t+9} of each 16 where the A fragment
-// wants k positions {4t..4t+3}; the thread's own values are packed as they are, so k position 4t + i of each
-// 16-key half holds key 8 * (i / 2) + 2t + i % 2, and the engines store V's keys in that order (their Vt).
-template <int kNT>
+// E4M3 on kPScale (kOnPScale: s already holds P times kPScale). The accumulator gives a thread keys {2t, 2t+1,
+// 2t+8, 2t+9} of each 16 where the A fragment wants k positions {4t..4t+3}; the thread's own values are packed
+// as they are, so k position 4t + i of each 16-key half holds key 8 * (i / 2) + 2t + i % 2, and the engines
+// store V's keys in that order (their Vt).
+template <int kNT, bool kOnPScale = false>
 __device__ __forceinline__ void pack_p_fp8(const float (&s)[kNT][4], int c, u32 (&a)[4]) {
-  auto q8 = [&](int n, int e) { return u32(pack2_fp8<RIME_T_E4M3>(s[n][e] * kPScale, s[n][e + 1] * kPScale)); };
+  constexpr float kFactor = kOnPScale ? 1.f : kPScale;
+  auto q8 = [&](int n, int e) { return u32(pack2_fp8<RIME_T_E4M3>(s[n][e] * kFactor, s[n][e + 1] * kFactor)); };
   a[0] = q8(4 * c, 0) | (q8(4 * c + 1, 0) << 16);
   a[1] = q8(4 * c, 2) | (q8(4 * c + 1, 2) << 16);
   a[2] = q8(4 * c + 2, 0) | (q8(4 * c + 3, 0) << 16);

@@ -5,13 +5,15 @@
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
 //     2-stage ring guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads then transpose each
 //     V tile into V^T (FP8 wgmma takes B k-major only), keys in P's register order, keys past the batch's valid
-//     length zeroed, and signal pv_full; for 16-bit types V is used as it lands (wgmma reads it N-major), and
-//     the producer only zeroes rows past the valid length before signalling pv_full.
+//     length zeroed, and signal pv_full; for 16-bit types V is used as it lands (wgmma reads it N-major): the
+//     consumers wait for the TMA itself, or, with per-batch padding, for the producer to zero the rows past the
+//     valid length and signal pv_full.
 //   consumers (warpgroups 1 and 2, 224 registers): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
-//     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j) only, runs the online softmax on it while the
-//     P.V wgmma is still in flight, then waits for that, rescales O and packs P(j). The two consumers take turns
-//     issuing (named barriers 1 and 2, ping-pong), so one's softmax runs while the other's wgmmas use the tensor
-//     cores.
+//     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online softmax on it, waits for P.V,
+//     rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of the softmax's block, so the
+//     exponentials do not overlap this consumer's own P.V; holding the wait below them measured slower:
+//     docs/perf.md, v7.) The two consumers take turns issuing (named barriers 1 and 2, ping-pong), so one's
+//     softmax runs while the other's wgmmas use the tensor cores.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. The epilogue (normalisation, sink, Stats, Amax, every O format, split partials) is common/attention.cuh's.
 //
@@ -196,6 +198,45 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   }
 }
 
+// log2(kPScale): FP8 P comes out of exp2 already on kPScale (one FFMA and one MUFU per score, no FMUL before
+// the pack); l_run then carries the same factor, which the kernel removes once after the last tile.
+constexpr float kLog2PScale = 8.807354922057604f;
+
+// The online softmax over one KV tile, on raw scores: s * mul is the score in log2 units (mul > 0, so the
+// largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
+// FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
+// chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units.
+template <int kNT>
+__device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
+                                                   float mul, float log2_p_scale, float (&alpha)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx0 = neg_inf(), mx1 = neg_inf();
+#pragma unroll
+    for (int n = 0; n < kNT; n += 2) {
+      mx0 = fmaxf(mx0, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      if (n + 1 < kNT) mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
+    }
+    const float m_tile = quad_max(fmaxf(mx0, mx1)) * mul;
+    const float m_new = fmaxf(m_run[r], m_tile);
+    const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
+    alpha[r] = exp2_approx(m_run[r] - m_use);
+    m_run[r] = m_new;
+    const float neg_bias = log2_p_scale - m_use;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const float p0 = exp2_approx(fmaf(s[n][2 * r], mul, neg_bias));
+      const float p1 = exp2_approx(fmaf(s[n][2 * r + 1], mul, neg_bias));
+      s[n][2 * r] = p0;
+      s[n][2 * r + 1] = p1;
+      if (n & 1) sum1 += p0 + p1;
+      else sum0 += p0 + p1;
+    }
+    l_run[r] = l_run[r] * alpha[r] + (sum0 + sum1);
+  }
+}
+
 }  // namespace ws
 
 template <int kIn, int kOut, int kD, int kFeatures>
@@ -226,9 +267,14 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
   u64* k_full = bars;       // [2] TMA of K landed
   u64* k_empty = bars + 2;  // [2] both consumers done with K (lane 0 of each of their 8 warps)
-  u64* v_full = bars + 4;   // [2] TMA of V landed (the producer waits)
+  u64* v_full = bars + 4;   // [2] TMA of V landed (the producer waits; the consumers too for 16-bit V as is)
   u64* pv_full = bars + 6;  // [2] the P.V operand is ready (V^T for FP8, V for 16-bit): 128 producer threads
   u64* pv_empty = bars + 8;  // [2] both consumers done with it
+  // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
+  // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
+  // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
+  constexpr bool kVDirect = !kFp8 && !kPadding;
+  u64* pv_ready = kVDirect ? v_full : pv_full;
 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
   const int tid = threadIdx.x, wg = tid / 128;
@@ -281,6 +327,12 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
         tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRow, &params.v_map, c * (kRow / kEB), key0, h_kv, b,
                     &v_full[s]);
     };
+    if constexpr (kVDirect) {
+      // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
+      if (issuer)
+        for (int j = 0; j < n_tiles; ++j) issue(j);
+      return;
+    }
     if (issuer && n_tiles > 0) issue(0);
     for (int j = 0; j < n_tiles; ++j) {
       const int s = j & 1;
@@ -374,27 +426,41 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       for (int c = 0; c < kPSteps; ++c) wgmma_pv<kIn, kD>(o_acc, pa[c], desc_n_major_sw128(tv + c * 16 * 128, kN * 128));
     }
   };
-  // Scale to log2 units, mask the keys outside each row's bounds on edge tiles, online softmax.
+  // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp
+  // has a key bound inside it (causal: the diagonal tiles; padding and the end of the keys: the last one).
+  const float log2_p_scale = kFp8 ? kLog2PScale : 0.f;
   auto softmax = [&](int j, float (&alpha)[2]) {
-    const int kt = kt_begin + j;
+    const int key0 = (kt_begin + j) * kN;
+    float mul = scale_log2;
+    if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
 #pragma unroll
-    for (int n = 0; n < kNT; ++n)
+      for (int n = 0; n < kNT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
-    if (kMask || kPadding || (kt + 1) * kN > p.S_kv) {
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+      mul = 1.f;
+    }
+    bool edge_here = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) edge_here |= key0 < rows.key_lo[r] || key0 + kN > rows.key_hi[r];
+    if (__any_sync(0xffffffffu, edge_here)) {
 #pragma unroll
       for (int n = 0; n < kNT; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (key_outside(rows, e / 2, kt * kN + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
+          if (key_outside(rows, e / 2, key0 + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
     }
-    online_softmax(s, m_run, l_run, alpha);
+    online_softmax_raw(s, m_run, l_run, mul, log2_p_scale, alpha);
+  };
+  // O's rows times alpha, skipped when no row of the warp moved its max (alpha exactly 1: most tiles past the
+  // first few of a long row).
+  auto rescale = [&](const float (&alpha)[2]) {
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o_acc, alpha);
   };
   auto pack_p = [&]() {
 #pragma unroll
     for (int c = 0; c < kPSteps; ++c) {
       if constexpr (kFp8) {
-        pack_p_fp8(s, c, pa[c]);
+        pack_p_fp8<kNT, true>(s, c, pa[c]);
       } else {
         pa[c][0] = pack2<kIn>(s[2 * c][0], s[2 * c][1]);
         pa[c][1] = pack2<kIn>(s[2 * c][2], s[2 * c][3]);
@@ -421,8 +487,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     release(&k_empty[0]);
     {
       float alpha[2];
-      softmax(0, alpha);
-      rescale_rows(o_acc, alpha);
+      softmax(0, alpha);  // O is still zero: no rescale
       pack_p();
     }
     for (int j = 1; j < n_tiles; ++j) {
@@ -431,7 +496,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       wgmma_fence_all();
       issue_qk(j);
       wgmma_commit_group();
-      mbar_wait(&pv_full[(j - 1) & 1], ((j - 1) >> 1) & 1);
+      mbar_wait(&pv_ready[(j - 1) & 1], ((j - 1) >> 1) & 1);
       issue_pv(j - 1);
       wgmma_commit_group();
       named_arrive(other_bar, 256);
@@ -443,12 +508,12 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       wgmma_wait_group<0>();
       fence_operands(o_acc);
       release(&pv_empty[(j - 1) & 1]);
-      rescale_rows(o_acc, alpha);
+      rescale(alpha);
       pack_p();
     }
     // The last P.V.
     named_sync(my_bar, 256);
-    mbar_wait(&pv_full[(n_tiles - 1) & 1], ((n_tiles - 1) >> 1) & 1);
+    mbar_wait(&pv_ready[(n_tiles - 1) & 1], ((n_tiles - 1) >> 1) & 1);
     wgmma_fence_all();
     issue_pv(n_tiles - 1);
     wgmma_commit_group();
@@ -456,6 +521,10 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     wgmma_wait_group<0>();
     fence_operands(o_acc);
     release(&pv_empty[(n_tiles - 1) & 1]);
+  }
+  if constexpr (kFp8) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l_run[r] *= 1.f / kPScale;  // P was summed on kPScale (kLog2PScale)
   }
 
   void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)

@@ -90,7 +90,9 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const bool sink = coin(0.3);
   const bool stats = coin(0.5);
   a.stats_log2 = stats && coin(0.3);
-  if (coin(0.2)) a.attn_scale = 0.05f;
+  // A negative scale too: the largest raw score is then the smallest scaled one (sdpa_sm90_ws takes the row max
+  // on raw scores only when the scale is positive).
+  if (coin(0.2)) a.attn_scale = coin(0.5) ? 0.05f : -0.08f;
   const int split = static_cast<int>(pick({0, 0, 1, 2, 4, 16}));  // 0: the heuristic; 16: often > KV tiles
   if (split) a.split_kv = split;
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
