@@ -350,108 +350,101 @@ TEST_CASE("combining k split partials equals the unsplit reference", "[reference
   for (double x : none.o) CHECK(x == 0.0);
 }
 
-TEST_CASE("the output check passes the reference's own outputs and fails broken ones", "[reference][check]") {
+namespace {
+
+// examples/fp8_prefill cut to B1 H2 S64 (two heads of 64 rows), O in `o_dtype` (the example's when empty).
+Graph small_fp8_prefill(const std::string& o_dtype = "") {
   nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
   for (int t : {0, 1, 2, 9}) {
     doc["tensors"][t]["dims"] = {1, 2, 64, 128};
     doc["tensors"][t].erase("strides");
   }
+  if (!o_dtype.empty()) doc["tensors"][9]["dtype"] = o_dtype;
   doc["tensors"][10]["dims"] = {1, 2, 64, 1};
   doc["tensors"][10].erase("strides");
   Result<Graph> g = graph_from_json(doc.dump());
   REQUIRE(g.ok());
-  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
-  REQUIRE(f.ok());
-  const testing::TrialInputs in = testing::make_inputs(g.value(), 21);
+  return g.value();
+}
 
-  // What a correct kernel would write: the reference, scaled by scale_o and cast.
-  const TensorDesc &o = *g->operand(Role::O), &stats = *g->operand(Role::Stats);
-  const double scale_o = load_element(DataType::FP32, in.tensors.at(g->operand(Role::ScaleO)->uid).data(), 0);
-  HostTensors outputs;
-  for (const TensorDesc& t : g->tensors())
-    if (t.is_output) outputs[t.uid].assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
+// What a kernel writes for small_fp8_prefill when its O is the reference times `factor` (a correct one: scale_o),
+// with the reference's Stats, Amax_O and Amax_S.
+HostTensors reference_outputs_times(const Graph& g, const Facts& f, const testing::TrialInputs& in, double factor) {
+  const TensorDesc &o = *g.operand(Role::O), &stats = *g.operand(Role::Stats);
+  HostTensors out;
+  for (const TensorDesc& t : g.tensors())
+    if (t.is_output) out[t.uid].assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
   double amax_o = 0, amax_s = 0;
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 64; ++i) {
-      RowResult r = attention_row(g.value(), f.value(), in.tensors, 0, h, i);
+      RowResult r = attention_row(g, f, in.tensors, 0, h, i);
       for (int64_t d = 0; d < 128; ++d) {
-        store_element(o.dtype, outputs[o.uid].data(), offset_of(o, 0, h, i, d), r.o[d] * scale_o);
+        store_element(o.dtype, out[o.uid].data(), offset_of(o, 0, h, i, d), r.o[d] * factor);
         amax_o = std::max(amax_o, std::fabs(r.o[d]));
       }
-      store_element(DataType::FP32, outputs[stats.uid].data(), h * 64 + i, r.lse);
+      store_element(DataType::FP32, out[stats.uid].data(), h * 64 + i, r.lse);
       amax_s = std::max(amax_s, r.max_p);
     }
-  store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o);
-  store_element(DataType::FP32, outputs[g->operand(Role::AmaxS)->uid].data(), 0, amax_s);
+  store_element(DataType::FP32, out[g.operand(Role::AmaxO)->uid].data(), 0, amax_o);
+  store_element(DataType::FP32, out[g.operand(Role::AmaxS)->uid].data(), 0, amax_s);
+  return out;
+}
 
-  testing::TrialReport good = testing::check_outputs(g.value(), f.value(), in, outputs, {});
+}  // namespace
+
+TEST_CASE("the output check passes the reference's own outputs and fails broken ones", "[reference][check]") {
+  const Graph g = small_fp8_prefill();
+  Result<Facts> f = analyze(g, DeviceDesc::h200());
+  REQUIRE(f.ok());
+  const testing::TrialInputs in = testing::make_inputs(g, 21);
+
+  // What a correct kernel would write: the reference, scaled by scale_o and cast.
+  const TensorDesc &o = *g.operand(Role::O), &stats = *g.operand(Role::Stats);
+  const double scale_o = load_element(DataType::FP32, in.tensors.at(g.operand(Role::ScaleO)->uid).data(), 0);
+  HostTensors outputs = reference_outputs_times(g, f.value(), in, scale_o);
+  const int64_t amax_o_uid = g.operand(Role::AmaxO)->uid;
+  const double amax_o = load_element(DataType::FP32, outputs[amax_o_uid].data(), 0);
+
+  testing::TrialReport good = testing::check_outputs(g, f.value(), in, outputs, {});
   for (const auto& msg : good.failures) INFO(msg);
   CHECK(good.passed);
   CHECK(good.rows_checked == 128);
 
   SECTION("an unwritten element (the NaN poison) fails") {
     outputs[o.uid][offset_of(o, 0, 1, 63, 127)] = 0xFF;
-    testing::TrialReport bad = testing::check_outputs(g.value(), f.value(), in, outputs, {});
+    testing::TrialReport bad = testing::check_outputs(g, f.value(), in, outputs, {});
     CHECK_FALSE(bad.passed);
     CHECK(bad.failures.at(0).find("unwritten or non-finite") != std::string::npos);
   }
   SECTION("one element outside the FP8 tolerance fails") {
     const int64_t at = offset_of(o, 0, 0, 5, 7);
     store_element(o.dtype, outputs[o.uid].data(), at, load_element(o.dtype, outputs[o.uid].data(), at) + 2.0 * scale_o);
-    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    CHECK_FALSE(testing::check_outputs(g, f.value(), in, outputs, {}).passed);
   }
   SECTION("a wrong LSE fails") {
     store_element(DataType::FP32, outputs[stats.uid].data(), 3,
                   load_element(DataType::FP32, outputs[stats.uid].data(), 3) + 0.1);
-    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    CHECK_FALSE(testing::check_outputs(g, f.value(), in, outputs, {}).passed);
   }
   SECTION("a wrong Amax_O fails") {
-    store_element(DataType::FP32, outputs[g->operand(Role::AmaxO)->uid].data(), 0, amax_o * 2 + 1);
-    CHECK_FALSE(testing::check_outputs(g.value(), f.value(), in, outputs, {}).passed);
+    store_element(DataType::FP32, outputs[amax_o_uid].data(), 0, amax_o * 2 + 1);
+    CHECK_FALSE(testing::check_outputs(g, f.value(), in, outputs, {}).passed);
   }
 }
 
 TEST_CASE("a 16-bit O of an FP8 graph meets the element rule and relative L2 under 3e-2", "[reference][check]") {
-  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
-  for (int t : {0, 1, 2, 9}) {
-    doc["tensors"][t]["dims"] = {1, 2, 64, 128};
-    doc["tensors"][t].erase("strides");
-  }
-  doc["tensors"][9]["dtype"] = "BF16";
-  doc["tensors"][10]["dims"] = {1, 2, 64, 1};
-  doc["tensors"][10].erase("strides");
-  Result<Graph> g = graph_from_json(doc.dump());
-  REQUIRE(g.ok());
-  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  const Graph g = small_fp8_prefill("BF16");
+  Result<Facts> f = analyze(g, DeviceDesc::h200());
   REQUIRE(f.ok());
-  const testing::TrialInputs in = testing::make_inputs(g.value(), 22);
-  const TensorDesc &o = *g->operand(Role::O), &stats = *g->operand(Role::Stats);
+  const testing::TrialInputs in = testing::make_inputs(g, 22);
   // The reference scaled by 1 + e: every element stays inside atol + rtol * |ref| (rtol 0.2) for e of a few
   // percent, so only the relative-L2 bound of SPEC section 10 tells 2% from 4%.
-  auto outputs_scaled_by = [&](double factor) {
-    HostTensors out;
-    for (const TensorDesc& t : g->tensors())
-      if (t.is_output) out[t.uid].assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
-    double amax_o = 0, amax_s = 0;
-    for (int64_t h = 0; h < 2; ++h)
-      for (int64_t i = 0; i < 64; ++i) {
-        RowResult r = attention_row(g.value(), f.value(), in.tensors, 0, h, i);
-        for (int64_t d = 0; d < 128; ++d) {
-          store_element(o.dtype, out[o.uid].data(), offset_of(o, 0, h, i, d), r.o[d] * factor);
-          amax_o = std::max(amax_o, std::fabs(r.o[d]));
-        }
-        store_element(DataType::FP32, out[stats.uid].data(), h * 64 + i, r.lse);
-        amax_s = std::max(amax_s, r.max_p);
-      }
-    store_element(DataType::FP32, out[g->operand(Role::AmaxO)->uid].data(), 0, amax_o);
-    store_element(DataType::FP32, out[g->operand(Role::AmaxS)->uid].data(), 0, amax_s);
-    return out;
-  };
-  const testing::TrialReport two = testing::check_outputs(g.value(), f.value(), in, outputs_scaled_by(1.02), {});
+  auto outputs_scaled_by = [&](double factor) { return reference_outputs_times(g, f.value(), in, factor); };
+  const testing::TrialReport two = testing::check_outputs(g, f.value(), in, outputs_scaled_by(1.02), {});
   for (const auto& msg : two.failures) INFO(msg);
   CHECK(two.passed);
   CHECK(two.elements_outside == 0);
-  const testing::TrialReport four = testing::check_outputs(g.value(), f.value(), in, outputs_scaled_by(1.04), {});
+  const testing::TrialReport four = testing::check_outputs(g, f.value(), in, outputs_scaled_by(1.04), {});
   CHECK(four.elements_outside == 0);
   CHECK_FALSE(four.passed);
   REQUIRE_FALSE(four.failures.empty());

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstring>
+
+#include "combine/stage.hpp"
 
 namespace rime::engines {
 
@@ -141,6 +144,50 @@ Status check_int32(const CapabilityRow& row, const char* field, int64_t value) {
   if (value >= INT32_MIN && value <= INT32_MAX) return Status::success();
   return Status(StatusCode::NotSupported, fmt::format("row {}: {} = {} exceeds the kernels' 32-bit range ({})",
                                                       row.id, field, value, INT32_MAX));
+}
+
+Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometry& g, int split) {
+  Derived out;
+  out.engine = row.engine;
+  out.packed_rows = g.packed_rows;
+  out.q_tiles = g.q_tiles;
+  out.kv_tiles = g.kv_tiles;
+  out.threads = g.threads;
+  out.smem_bytes = g.smem_bytes;
+  add_split_partials(out, f, split);
+  return out;
+}
+
+Result<KernelStage> sdpa_attention_stage(const Facts& f, const CapabilityRow& row, const Decision& d,
+                                         const TileGeometry& g, KernelSpec spec, int64_t smem_bytes) {
+  KernelStage attention;
+  attention.role = "attention";
+  attention.spec = std::move(spec);
+  attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
+  attention.block = g.threads;
+  attention.smem_bytes = smem_bytes;
+  for (const Status& s :
+       {check_grid_dim(row, "attention", 'x', g.q_tiles,
+                       fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
+        check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
+        check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
+                       fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
+    if (!s.ok()) return s;
+  return attention;
+}
+
+Status add_combine_stage(Derived& d, const Facts& f, const CapabilityRow& row, int split) {
+  if (split <= 1) return Status::success();
+  Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
+  if (!combine.ok()) return combine.status();
+  d.stages.push_back(combine.value());
+  return Status::success();
+}
+
+void fill_combine_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out, size_t index) {
+  if (c.decision.split_kv <= 1) return;
+  const CombineParams combine = combine_params(f, c, b);
+  std::memcpy(out[index].bytes, &combine, sizeof(combine));
 }
 
 }  // namespace rime::engines

@@ -24,6 +24,22 @@ SdpaParams sdpa_params(const Facts& facts, const Config& config, const Bindings&
 // Every value SdpaParams holds in a 32-bit int, against INT32_MAX (the engines' launch limits).
 Status check_sdpa_int32(const Facts& facts, const CapabilityRow& row, int64_t packed_rows);
 
+// The Derived fields every attention engine fills the same way: the engine, the tile geometry (its shared
+// memory too; an engine whose carve-up depends on more than the tile overwrites it) and, under split, the
+// partials at the start of the workspace.
+Derived sdpa_derived(const Facts& facts, const CapabilityRow& row, const TileGeometry& geometry, int split);
+
+// The attention stage: `spec` launched over (row tiles, H_kv, B x split) CTAs of the geometry's threads, with
+// its grid checked against CUDA's limits.
+Result<KernelStage> sdpa_attention_stage(const Facts& facts, const CapabilityRow& row, const Decision& decision,
+                                         const TileGeometry& geometry, KernelSpec spec, int64_t smem_bytes);
+
+// After the attention stage: the split-KV combine when the plan splits (its stage and its parameter block at
+// `index`), nothing otherwise.
+Status add_combine_stage(Derived& derived, const Facts& facts, const CapabilityRow& row, int split);
+void fill_combine_params(const Facts& facts, const Config& config, const Bindings& bindings, StageParams& out,
+                         size_t index);
+
 // Appends the split partials (SPEC section 3: split-major fp32 O, then LSE) to a workspace layout.
 void add_split_partials(Derived& derived, const Facts& facts, int split);
 // Appends a region of `bytes` to the workspace, 256-byte aligned.

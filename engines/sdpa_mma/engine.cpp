@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "combine/stage.hpp"
 #include "common/sdpa_params.hpp"
 #include "heuristics/tile.hpp"
 #include "sdpa_mma/layout.h"
@@ -53,54 +52,26 @@ class SdpaMma final : public Engine {
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
-    Derived out;
-    out.engine = row.engine;
-    out.packed_rows = g.packed_rows;
-    out.q_tiles = g.q_tiles;
-    out.kv_tiles = g.kv_tiles;
-    out.threads = g.threads;
-    out.smem_bytes = g.smem_bytes;
-    add_split_partials(out, f, d.split_kv);
-
-    KernelStage attention;
-    attention.role = "attention";
-    attention.spec.engine = row.engine;
-    attention.spec.header = "sdpa_mma/kernel.cuh";
-    attention.spec.params_type = "SdpaParams";
-    attention.spec.arch = f.device.arch_name();
+    Derived out = sdpa_derived(f, row, g, d.split_kv);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
     // that one specialization serves every O dtype.
-    attention.spec.name_expression =
-        fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
-                    split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q, d.tile.kv,
-                    sdpa_features(f, split));
-    attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
-    attention.block = g.threads;
-    attention.smem_bytes = g.smem_bytes;
-    for (const Status& s :
-         {check_sdpa_int32(f, row, g.packed_rows),
-          check_grid_dim(row, "attention", 'x', g.q_tiles,
-                         fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
-          check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
-          check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
-                         fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
-      if (!s.ok()) return s;
-    out.stages.push_back(attention);
-    if (split) {
-      Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
-      if (!combine.ok()) return combine.status();
-      out.stages.push_back(combine.value());
-    }
+    const KernelSpec spec{row.engine, "sdpa_mma/kernel.cuh",
+                          fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
+                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q,
+                                      d.tile.kv, sdpa_features(f, split)),
+                          "SdpaParams", f.device.arch_name()};
+    if (Status s = check_sdpa_int32(f, row, g.packed_rows); !s.ok()) return s;
+    Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, g.smem_bytes);
+    if (!attention.ok()) return attention.status();
+    out.stages.push_back(attention.value());
+    if (Status s = add_combine_stage(out, f, row, d.split_kv); !s.ok()) return s;
     return out;
   }
 
   Status fill_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out) const override {
     const SdpaParams attention = sdpa_params(f, c, b);
     std::memcpy(out[0].bytes, &attention, sizeof(attention));
-    if (c.decision.split_kv > 1) {
-      const CombineParams combine = combine_params(f, c, b);
-      std::memcpy(out[1].bytes, &combine, sizeof(combine));
-    }
+    fill_combine_params(f, c, b, out, 1);
     return Status::success();
   }
 };

@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "combine/stage.hpp"
 #include "common/sdpa_params.hpp"
 #include "engine.hpp"
 #include "runtime/driver.hpp"
@@ -95,38 +94,17 @@ class SdpaSm90Ws final : public Engine {
                                                           f.D_qk));
     const bool split = d.split_kv > 1;
     const TileGeometry g = geometry(f, d.tile);
-    Derived out;
-    out.engine = row.engine;
-    out.packed_rows = g.packed_rows;
-    out.q_tiles = g.q_tiles;
-    out.kv_tiles = g.kv_tiles;
-    out.threads = g.threads;
+    Derived out = sdpa_derived(f, row, g, d.split_kv);
     out.smem_bytes = smem_of(f, split).total;
-    add_split_partials(out, f, d.split_kv);
-
-    KernelStage attention;
-    attention.role = "attention";
-    attention.spec = {row.engine, "sdpa_sm90/kernel.cuh",
-                      fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}>", type_code(f.q().dtype),
-                                  split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, sdpa_features(f, split)),
-                      "__grid_constant__ SdpaWsParams", f.device.arch_name()};
-    attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
-    attention.block = g.threads;
-    attention.smem_bytes = out.smem_bytes;
-    for (const Status& s :
-         {check_sdpa_int32(f, row, g.packed_rows),
-          check_grid_dim(row, "attention", 'x', g.q_tiles,
-                         fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
-          check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
-          check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
-                         fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
-      if (!s.ok()) return s;
-    out.stages.push_back(attention);
-    if (split) {
-      Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
-      if (!combine.ok()) return combine.status();
-      out.stages.push_back(combine.value());
-    }
+    const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
+                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}>", type_code(f.q().dtype),
+                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, sdpa_features(f, split)),
+                          "__grid_constant__ SdpaWsParams", f.device.arch_name()};
+    if (Status s = check_sdpa_int32(f, row, g.packed_rows); !s.ok()) return s;
+    Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, out.smem_bytes);
+    if (!attention.ok()) return attention.status();
+    out.stages.push_back(attention.value());
+    if (Status s = add_combine_stage(out, f, row, d.split_kv); !s.ok()) return s;
     return out;
   }
 
@@ -140,10 +118,7 @@ class SdpaSm90Ws final : public Engine {
     if (!s.ok()) return s;
     static_assert(sizeof(SdpaWsParams) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
     std::memcpy(out[0].bytes, &w, sizeof(w));
-    if (c.decision.split_kv > 1) {
-      const CombineParams combine = combine_params(f, c, b);
-      std::memcpy(out[1].bytes, &combine, sizeof(combine));
-    }
+    fill_combine_params(f, c, b, out, 1);
     return Status::success();
   }
 };

@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include "combine/stage.hpp"
 #include "common/sdpa_params.hpp"
 #include "sdpa_wgmma/layout.h"
 
@@ -41,14 +40,7 @@ class SdpaWgmma final : public Engine {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
     const std::string arch = f.device.arch_name();
-    Derived out;
-    out.engine = row.engine;
-    out.packed_rows = g.packed_rows;
-    out.q_tiles = g.q_tiles;
-    out.kv_tiles = g.kv_tiles;
-    out.threads = g.threads;
-    out.smem_bytes = g.smem_bytes;
-    add_split_partials(out, f, d.split_kv);
+    Derived out = sdpa_derived(f, row, g, d.split_kv);
     // V^T (FP8 wgmma takes B k-major only): B x H_kv x D_v rows of vt_keys bytes, after any split partials.
     const int64_t vt_keys = rime_wgmma::vt_keys(f.S_kv);
     add_workspace_region(out, "vt", f.B * f.H_kv * f.D_v * vt_keys);
@@ -60,32 +52,19 @@ class SdpaWgmma final : public Engine {
     vt.grid = {vt_keys / rime_wgmma::kTileKv, f.H_kv, f.B};
     vt.block = 256;
     vt.smem_bytes = 0;
-
-    KernelStage attention;
-    attention.role = "attention";
-    attention.spec = {row.engine, "sdpa_wgmma/kernel.cuh",
-                      fmt::format("rime_dev::sdpa_wgmma_fwd<{}, {}>", split ? RIME_T_FP32 : sdpa_o_type_code(f),
-                                  sdpa_features(f, split)),
-                      "SdpaParams", arch};
-    attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
-    attention.block = g.threads;
-    attention.smem_bytes = g.smem_bytes;
     for (const Status& s :
          {check_sdpa_int32(f, row, g.packed_rows), check_int32(row, "V^T keys (S_kv rounded up to 128)", vt_keys),
-          check_grid_dim(row, "v_transpose", 'y', f.H_kv, "H_kv"), check_grid_dim(row, "v_transpose", 'z', f.B, "B"),
-          check_grid_dim(row, "attention", 'x', g.q_tiles,
-                         fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
-          check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
-          check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
-                         fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
+          check_grid_dim(row, "v_transpose", 'y', f.H_kv, "H_kv"), check_grid_dim(row, "v_transpose", 'z', f.B, "B")})
       if (!s.ok()) return s;
+    const KernelSpec spec{row.engine, "sdpa_wgmma/kernel.cuh",
+                          fmt::format("rime_dev::sdpa_wgmma_fwd<{}, {}>", split ? RIME_T_FP32 : sdpa_o_type_code(f),
+                                      sdpa_features(f, split)),
+                          "SdpaParams", arch};
+    Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, g.smem_bytes);
+    if (!attention.ok()) return attention.status();
     out.stages.push_back(vt);
-    out.stages.push_back(attention);
-    if (split) {
-      Result<KernelStage> combine = combine_stage(f, row, arch);
-      if (!combine.ok()) return combine.status();
-      out.stages.push_back(combine.value());
-    }
+    out.stages.push_back(attention.value());
+    if (Status s = add_combine_stage(out, f, row, d.split_kv); !s.ok()) return s;
     return out;
   }
 
@@ -96,10 +75,7 @@ class SdpaWgmma final : public Engine {
     // The pre-pass and the attention kernel read the same block.
     std::memcpy(out[0].bytes, &p, sizeof(p));
     std::memcpy(out[1].bytes, &p, sizeof(p));
-    if (c.decision.split_kv > 1) {
-      const CombineParams combine = combine_params(f, c, b);
-      std::memcpy(out[2].bytes, &combine, sizeof(combine));
-    }
+    fill_combine_params(f, c, b, out, 2);
     return Status::success();
   }
 };

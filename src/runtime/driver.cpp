@@ -10,20 +10,10 @@ namespace {
 
 struct Loaded {
   Api api{};
+  void* lib = nullptr;
   bool ok = false;
   std::string error;
 };
-
-template <class F>
-bool load_symbol(void* lib, const char* name, F& out, std::string& error) {
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    error = fmt::format("libcuda has no symbol {}", name);
-    return false;
-  }
-  out = reinterpret_cast<F>(sym);
-  return true;
-}
 
 const Loaded& loaded() {
   static const Loaded l = [] {
@@ -34,6 +24,7 @@ const Loaded& loaded() {
       out.error = fmt::format("no CUDA driver (dlopen libcuda.so.1: {})", e ? e : "unknown error");
       return out;
     }
+    out.lib = lib;
     Api& a = out.api;
     std::string& err = out.error;
     // The _v2 names are the ABI that cuda.h's macros select for these entry points.
@@ -75,6 +66,8 @@ const Loaded& loaded() {
 }  // namespace
 
 const Api* api() { return loaded().ok ? &loaded().api : nullptr; }
+
+void* library() { return loaded().ok ? loaded().lib : nullptr; }
 
 Status load_status() {
   return loaded().ok ? Status::success() : Status(StatusCode::CudaError, loaded().error);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <string>
 
@@ -41,6 +42,24 @@ struct Api {
 
 const Api* api();
 Status load_status();
+
+// The libcuda handle the library opened (nullptr when the driver did not load: load_status() says why), for
+// callers above the library that need entry points it does not call (tools/testing: allocation, copies,
+// streams, events, graphs).
+void* library();
+
+// Entry point `name` of the libcuda handle `lib` as a function pointer of type F; false, with `error` naming
+// the symbol, when libcuda has none.
+template <class F>
+bool load_symbol(void* lib, const char* name, F& out, std::string& error) {
+  void* sym = dlsym(lib, name);
+  if (!sym) {
+    error = std::string("libcuda has no symbol ") + name;
+    return false;
+  }
+  out = reinterpret_cast<F>(sym);
+  return true;
+}
 
 // Wraps a driver result into a Status naming the call.
 Status check(CUresult result, const char* what);

@@ -1,8 +1,5 @@
 #include "testing/cuda_api.hpp"
 
-#include <dlfcn.h>
-#include <fmt/format.h>
-
 #include <string>
 
 #include "runtime/driver.hpp"
@@ -17,26 +14,19 @@ struct Loaded {
 
 template <class F>
 bool load(void* lib, const char* name, F& out, Status& status) {
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    status = Status(StatusCode::CudaError, fmt::format("libcuda has no symbol {}", name));
-    return false;
-  }
-  out = reinterpret_cast<F>(sym);
-  return true;
+  std::string error;
+  if (driver::load_symbol(lib, name, out, error)) return true;
+  status = Status(StatusCode::CudaError, error);
+  return false;
 }
 
 const Loaded& loaded() {
   static const Loaded l = [] {
     Loaded out;
-    // The library's loader first: it reports a missing driver or GPU in its own words.
+    // The library's handle: it reports a missing driver or GPU in its own words.
     out.status = driver::load_status();
     if (!out.status.ok()) return out;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      out.status = Status(StatusCode::CudaError, "dlopen libcuda.so.1 failed");
-      return out;
-    }
+    void* lib = driver::library();
     CudaApi& a = out.api;
     Status& s = out.status;
     // The _v2 names are the ABI that cuda.h's macros select for these entry points.
