@@ -5,7 +5,9 @@
 # oracle. Every step runs under a time limit, so that a hang costs its limit and not the session.
 # Expects the carried layout of docs/testing.md: .carry/bin (rime, rime_gpu_tests), .carry/lib (libfmt),
 # .carry/cache (pre-warmed), optionally .carry/whl (the cuDNN frontend wheel for the FP8 anchor).
-#   tools/device/gpu_check.sh OUTDIR [smoke|tests|memcheck|racecheck|synccheck|bench|overhead|oracle]...
+#   tools/device/gpu_check.sh OUTDIR [smoke|tests|edge|memcheck|racecheck|synccheck|bench|ab|overhead|oracle]...
+# ab: tools/bench/ab.sh over .carry/bin/rime followed by every other .carry/bin/rime_* (kernel versions built
+# here), RIME_AB_ROUNDS rounds (3) on the graphs of RIME_AB_GLOB (the prefill rows).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
 steps=${*:-smoke tests memcheck bench overhead oracle}
@@ -26,13 +28,16 @@ for step in $steps; do
       done 2>&1 | tee "$out/smoke.log" ;;
     tests) timeout 480 stdbuf -oL "$tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" |
              grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
+    edge) timeout 300 "$tests" "[ws_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
     memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 timeout 400 compute-sanitizer --tool memcheck --print-limit 5 \
-                "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
+                "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge]" 2>&1 | tee "$out/memcheck.log" | tail -5 ;;
     racecheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool racecheck \
                  --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/racecheck.log" | tail -5 ;;
     synccheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool synccheck \
                  --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/synccheck.log" | tail -5 ;;
     bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
+    ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$root/.carry/bin/rime" \
+          $(ls "$root"/.carry/bin/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
     overhead) timeout 300 "$root/tools/bench/overhead.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -6 ;;
     oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$root/.carry/bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
