@@ -187,6 +187,77 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") 
   if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_ws == n);
 }
 
+// Shapes that broke other libraries' Hopper kernels, each for FP8 and BF16 on the warp-specialized engine: odd
+// lengths, fewer keys than one KV tile, one query token through the prefill path (64 q heads packed on one kv
+// head), and query tiles with no valid key (bottom-right causal with S_q > S_kv: the first S_q - S_kv rows see
+// nothing, the whole first 128-row tile included; padding over 3 batches, whose drawn lengths include 0 and S), and
+// D_qk 192 with D_v 128.
+// Rows with no key: O = 0 and Stats = -inf (SPEC section 2), checked against the reference like every other row.
+TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][ws_edge]") {
+  struct EdgeCase {
+    const char* what;
+    int64_t B, H_q, H_kv, S_q, S_kv, D;
+    bool causal = false, bottom_right = false, padding = false;
+    int64_t D_v = 0;  // 0: D
+  };
+  const std::vector<EdgeCase> cases = {
+      {"odd lengths: S 77, causal", 1, 2, 2, 77, 77, 64, true},
+      {"odd lengths: S 4099", 1, 2, 1, 4099, 4099, 128},
+      {"odd lengths: S 4099, causal", 1, 1, 1, 4099, 4099, 128, true},
+      {"S_kv 50, below one KV tile", 2, 2, 2, 300, 50, 128},
+      {"S_kv 50, below one KV tile of D 256", 1, 2, 1, 200, 50, 256},
+      {"S_kv 1", 1, 2, 2, 130, 1, 128, true, true},
+      {"S_q 1 through the prefill path (64 q heads on one kv head)", 2, 64, 1, 1, 1000, 128},
+      {"no valid key for the first 200 rows (bottom-right causal, S_q 300 > S_kv 100)", 2, 2, 1, 300, 100, 128,
+       true, true},
+      {"padding over 3 batches (lengths 0 and S among them)", 3, 4, 2, 200, 333, 128, true, false, true},
+      {"D_qk 192 / D_v 128, odd lengths, bottom-right causal", 2, 4, 2, 301, 333, 192, true, true, false, 128},
+  };
+  int passed = 0, ran = 0;
+  for (const EdgeCase& c : cases)
+    for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
+      const bool fp8 = in == DataType::FP8_E4M3;
+      Graph g(fmt::format("edge_{}", ran));
+      int64_t uid = 0;
+      auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false) {
+        return g.add_tensor({name, ++uid, dims, TensorDesc::packed_strides(dims), t, output});
+      };
+      SdpaAttributes a;
+      a.causal = c.causal;
+      if (c.bottom_right) a.alignment = DiagonalAlignment::BottomRight;
+      a.padding_mask = c.padding;
+      a.generate_stats = true;
+      const int64_t d_v = c.D_v ? c.D_v : c.D;
+      const int64_t q = add("Q", {c.B, c.H_q, c.S_q, c.D}, in), k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, in),
+                    v = add("V", {c.B, c.H_kv, c.S_kv, d_v}, in), o = add("O", {c.B, c.H_q, c.S_q, d_v}, in, true);
+      const int64_t stats = add("Stats", {c.B, c.H_q, c.S_q, 1}, DataType::FP32, true);
+      std::optional<int64_t> lq, lkv;
+      if (c.padding) {
+        lq = add("seq_len_q", {c.B}, DataType::INT32);
+        lkv = add("seq_len_kv", {c.B}, DataType::INT32);
+      }
+      if (fp8) {
+        SdpaFp8Operands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        test::add_fp8_scalars(add, io);
+        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+      } else {
+        SdpaOperands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        REQUIRE(g.sdpa(io, a, "attn").ok());
+      }
+      INFO(c.what << " (" << to_string(in) << ")");
+      Result<Plan> plan = Plan::build(g);
+      INFO(plan.status().to_string());
+      REQUIRE(plan.ok());
+      REQUIRE(plan->prepared());
+      if (plan->facts().device.arch_name() == "sm_90a") CHECK(plan->config().derived.engine == "sdpa_sm90_ws");
+      passed += checked_trial(plan.value(), 13000 + ran, 4099).passed;
+      ++ran;
+    }
+  fmt::print("ws edge shapes: {} run, {} passed\n", ran, passed);
+}
+
 // The pre-pass wgmma engine (sdpa_fp8_sm90_prepass) on its own draws, planned for an H200 with 100 KB of shared
 // memory per block so that the warp-specialized engine declines and this one runs (it is the fallback).
 TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]") {
