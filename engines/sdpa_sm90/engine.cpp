@@ -97,8 +97,9 @@ class SdpaSm90Ws final : public Engine {
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     out.smem_bytes = smem_of(f, split).total;
     const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
-                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}>", type_code(f.q().dtype),
-                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, sdpa_features(f, split)),
+                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}, {}>", type_code(f.q().dtype),
+                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v,
+                                      sdpa_features(f, split)),
                           "__grid_constant__ SdpaWsParams", f.device.arch_name()};
     if (Status s = check_sdpa_int32(f, row, g.packed_rows); !s.ok()) return s;
     Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, out.smem_bytes);

@@ -1,9 +1,10 @@
-// sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256.
+// sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256, and D_qk 192
+// with D_v 128 (MLA-style prefill).
 //
 // A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
 // other engines) and is three warpgroups:
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
-//     2-stage ring guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads then transpose each
+//     2- or 3-stage ring guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads then transpose each
 //     V tile into V^T (FP8 wgmma takes B k-major only), keys in P's register order, keys past the batch's valid
 //     length zeroed, and signal pv_full; for 16-bit types V is used as it lands (wgmma reads it N-major): the
 //     consumers wait for the TMA itself, or, with per-batch padding, for the producer to zero the rows past the
@@ -239,23 +240,26 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
 
 }  // namespace ws
 
-template <int kIn, int kOut, int kD, int kFeatures>
+// kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
+template <int kIn, int kOut, int kDqk, int kDv, int kFeatures>
 __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
   using namespace ws;
   const SdpaParams& p = params.p;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr int kEB = kFp8 ? 1 : 2;
-  constexpr int kN = rime_ws::tile_kv(kEB, kD);
-  constexpr int kNT = kN / 8, kDT = kD / 8;
-  constexpr int kRow = rime_ws::row_bytes(kD * kEB);  // sub-tile row width of Q, K and V
-  constexpr int kSubs = kD * kEB / kRow;              // sub-tiles along d
-  constexpr int kKSteps = kD * kEB / 32;              // 32-byte k steps of Q.K^T
+  constexpr int kN = rime_ws::tile_kv(kEB, kDqk);
+  constexpr int kNT = kN / 8, kDT = kDv / 8;
+  constexpr int kRow = rime_ws::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
+  constexpr int kSubs = kDqk * kEB / kRow;              // sub-tiles along d of Q and K
+  constexpr int kRowV = rime_ws::row_bytes(kDv * kEB);  // and of V
+  constexpr int kSubsV = kDv * kEB / kRowV;
+  constexpr int kKSteps = kDqk * kEB / 32;              // 32-byte k steps of Q.K^T
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   constexpr rime_ws::Smem kSmem =
-      rime_ws::smem(kEB, kD, kD, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
+      rime_ws::smem(kEB, kDqk, kDv, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
 
   extern __shared__ __align__(1024) u8 smem_raw[];
@@ -264,12 +268,18 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   u8* sK = smem + kSmem.k;
   u8* sV = smem + kSmem.v;
   u8* sVt = smem + kSmem.vt;
+  // The ring: tile j of this CTA's range uses stage j % kStages in phase (j / kStages) % 2 of its barriers.
+  constexpr int kStages = kSmem.stages;
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
-  u64* k_full = bars;       // [2] TMA of K landed
-  u64* k_empty = bars + 2;  // [2] both consumers done with K (lane 0 of each of their 8 warps)
-  u64* v_full = bars + 4;   // [2] TMA of V landed (the producer waits; the consumers too for 16-bit V as is)
-  u64* pv_full = bars + 6;  // [2] the P.V operand is ready (V^T for FP8, V for 16-bit): 128 producer threads
-  u64* pv_empty = bars + 8;  // [2] both consumers done with it
+  u64* k_full = bars;                  // [kStages] TMA of K landed
+  u64* k_empty = bars + kStages;       // [kStages] both consumers done with K (lane 0 of each of their 8 warps)
+  u64* v_full = bars + 2 * kStages;    // [kStages] TMA of V landed (the producer waits; the consumers too for
+                                       // 16-bit V as is)
+  u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): 128
+                                       // producer threads
+  u64* pv_empty = bars + 4 * kStages;  // [kStages] both consumers done with it
+  auto stage_of = [](int j) { return j % kStages; };
+  auto phase_of = [](int j) { return unsigned(j / kStages) & 1u; };
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
@@ -277,7 +287,9 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   u64* pv_ready = kVDirect ? v_full : pv_full;
 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
-  const int tid = threadIdx.x, wg = tid / 128;
+  // The warpgroup index through a shuffle from lane 0: the compiler then knows it is warp-uniform and keeps what
+  // derives from it (the consumer's Q address, its wgmma descriptors) in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int q_tile = blockIdx.x, h_kv = blockIdx.y;
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * rime_ws::kTileQ;
@@ -287,7 +299,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   const int n_tiles = kt_end - kt_begin;
 
   if (tid == 0) {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kStages; ++i) {
       mbar_init(&k_full[i], 1);
       mbar_init(&k_empty[i], 8);
       mbar_init(&v_full[i], 1);
@@ -307,10 +319,10 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       prefetch_tensor_map(&params.k_map);
       prefetch_tensor_map(&params.v_map);
     }
-    constexpr unsigned kKBytes = kN * kD * kEB, kVBytes = kN * kD * kEB;
-    auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into stage j % 2
-      const int s = j & 1;
-      const unsigned ph = (j >> 1) & 1;
+    constexpr unsigned kKBytes = kN * kDqk * kEB, kVBytes = kN * kDv * kEB;
+    auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
+      const int s = stage_of(j);
+      const unsigned ph = phase_of(j);
       const int key0 = (kt_begin + j) * kN;
       mbar_wait(&k_empty[s], ph ^ 1);
       mbar_expect_tx(&k_full[s], kKBytes);
@@ -318,13 +330,13 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       for (int c = 0; c < kSubs; ++c)
         tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, b,
                     &k_full[s]);
-      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - 2 finished before the
+      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before the
       // producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
       if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
       mbar_expect_tx(&v_full[s], kVBytes);
 #pragma unroll
-      for (int c = 0; c < kSubs; ++c)
-        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRow, &params.v_map, c * (kRow / kEB), key0, h_kv, b,
+      for (int c = 0; c < kSubsV; ++c)
+        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRowV, &params.v_map, c * (kRowV / kEB), key0, h_kv, b,
                     &v_full[s]);
     };
     if constexpr (kVDirect) {
@@ -333,21 +345,25 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
         for (int j = 0; j < n_tiles; ++j) issue(j);
       return;
     }
-    if (issuer && n_tiles > 0) issue(0);
+    // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
+    // stage a load overwrites is that of the tile transposed in the previous iteration).
+    constexpr int kAhead = kStages - 1;
+    if (issuer)
+      for (int j = 0; j < kAhead && j < n_tiles; ++j) issue(j);
     for (int j = 0; j < n_tiles; ++j) {
-      const int s = j & 1;
-      const unsigned ph = (j >> 1) & 1;
-      if (issuer && j + 1 < n_tiles) issue(j + 1);
+      const int s = stage_of(j);
+      const unsigned ph = phase_of(j);
+      if (issuer && j + kAhead < n_tiles) issue(j + kAhead);
       mbar_wait(&v_full[s], ph);
       const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
       if constexpr (kFp8) {
         mbar_wait(&pv_empty[s], ph ^ 1);
-        transpose_v_tile<kD, kRow, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
+        transpose_v_tile<kDv, kRowV, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
       } else if (kPadding && kv_end < kN) {
         // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
         u8* tile = sV + s * kSmem.v_stage_bytes;
-        for (int e = ptid * 16; e < kSubs * kN * kRow; e += 128 * 16) {
-          const int key = (e % (kN * kRow)) / kRow;
+        for (int e = ptid * 16; e < kSubsV * kN * kRowV; e += 128 * 16) {
+          const int key = (e % (kN * kRowV)) / kRowV;
           if (key >= kv_end) *reinterpret_cast<uint4*>(tile + e) = make_uint4(0, 0, 0, 0);
         }
       }
@@ -364,12 +380,12 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   const int ctid = tid - 128 * wg;            // thread within the consumer warpgroup
   const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
   const int my_bar = 1 + cw, other_bar = 2 - cw;  // ping-pong: named barrier 1 is consumer 0's turn, 2 consumer 1's
-  u8* sQw = sQ + cw * 64 * kD * kEB;
+  u8* sQw = sQ + cw * 64 * kDqk * kEB;
 
   // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
   {
     const u8* q_base = static_cast<const u8*>(p.q);
-    constexpr int kChunks = kD * kEB / 16;
+    constexpr int kChunks = kDqk * kEB / 16;
     for (int c = ctid; c < 64 * kChunks; c += 128) {
       const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
       const bool ok = pr < p.packed_rows;
@@ -403,27 +419,41 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V
   u32 pa[kPSteps][4];                               // P of the previous tile, as wgmma A fragments
 
+  // wgmma descriptors: built once, then moved by constant byte offsets (a descriptor's low 14 bits are the
+  // address / 16, and every operand lies below 256 KB, so adding offset / 16 never carries out of the field).
+  // Rebuilding each from its pointer cost ~10 uniform instructions per wgmma, and moving them was 1-3% faster on
+  // every bench row (docs/perf.md, v8) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
+  // then issues the wgmmas back to back; the SASS shows no other change): that one keeps the per-wgmma form.
+  constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
+  const u64 q_desc = desc_k_major<kRow>(sQw);
+  const u64 k_desc = desc_k_major<kRow>(sK);
+  const u64 pv_desc = kFp8 ? desc_k_major<kN>(sVt) : desc_n_major_sw128(sV, kN * 128);
   auto issue_qk = [&](int j) {
-    const int st = j & 1;
-    const u8* tk = sK + st * kSmem.k_stage_bytes;
+    const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
+      constexpr int kQSub = 64 * kRow, kKSub = kN * kRow;
       const int byte = kk * 32;
-      const u64 da = desc_k_major<kRow>(sQw + (byte / kRow) * (64 * kRow) + byte % kRow);
-      const u64 db = desc_k_major<kRow>(tk + (byte / kRow) * (kN * kRow) + byte % kRow);
-      wgmma_qk<kIn, kN>(s, da, db, kk);
+      const int q_off = (byte / kRow) * kQSub + byte % kRow, k_off = (byte / kRow) * kKSub + byte % kRow;
+      if constexpr (kDescFromPointers)
+        wgmma_qk<kIn, kN>(s, desc_k_major<kRow>(sQw + q_off),
+                          desc_k_major<kRow>(sK + stage_of(j) * kSmem.k_stage_bytes + k_off), kk);
+      else
+        wgmma_qk<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
     }
   };
   auto issue_pv = [&](int j) {
-    const int st = j & 1;
-    if constexpr (kFp8) {
-      const u8* tvt = sVt + st * kSmem.vt_stage_bytes;
+    const int stage_bytes = kFp8 ? kSmem.vt_stage_bytes : kSmem.v_stage_bytes;
+    const u64 v_stage = pv_desc + u64(stage_of(j) * (stage_bytes >> 4));
+    // FP8: V^T k-major, 32 keys (bytes) per k step; 16-bit: V N-major, 16 keys (rows of 128 bytes) per k step.
+    constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
 #pragma unroll
-      for (int c = 0; c < kPSteps; ++c) wgmma_pv<kIn, kD>(o_acc, pa[c], desc_k_major<kN>(tvt + c * 32));
-    } else {
-      const u8* tv = sV + st * kSmem.v_stage_bytes;
-#pragma unroll
-      for (int c = 0; c < kPSteps; ++c) wgmma_pv<kIn, kD>(o_acc, pa[c], desc_n_major_sw128(tv + c * 16 * 128, kN * 128));
+    for (int c = 0; c < kPSteps; ++c) {
+      if constexpr (kDescFromPointers)
+        wgmma_pv<kIn, kDv>(o_acc, pa[c],
+                           desc_n_major_sw128(sV + stage_of(j) * stage_bytes + c * kStepBytes, kN * 128));
+      else
+        wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64((c * kStepBytes) >> 4));
     }
   };
   // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp
@@ -492,35 +522,35 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     }
     for (int j = 1; j < n_tiles; ++j) {
       named_sync(my_bar, 256);
-      mbar_wait(&k_full[j & 1], (j >> 1) & 1);
+      mbar_wait(&k_full[stage_of(j)], phase_of(j));
       wgmma_fence_all();
       issue_qk(j);
       wgmma_commit_group();
-      mbar_wait(&pv_ready[(j - 1) & 1], ((j - 1) >> 1) & 1);
+      mbar_wait(&pv_ready[stage_of(j - 1)], phase_of(j - 1));
       issue_pv(j - 1);
       wgmma_commit_group();
       named_arrive(other_bar, 256);
       wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
       fence_operands(s);
-      release(&k_empty[j & 1]);
+      release(&k_empty[stage_of(j)]);
       float alpha[2];
       softmax(j, alpha);
       wgmma_wait_group<0>();
       fence_operands(o_acc);
-      release(&pv_empty[(j - 1) & 1]);
+      release(&pv_empty[stage_of(j - 1)]);
       rescale(alpha);
       pack_p();
     }
     // The last P.V.
     named_sync(my_bar, 256);
-    mbar_wait(&pv_ready[(n_tiles - 1) & 1], ((n_tiles - 1) >> 1) & 1);
+    mbar_wait(&pv_ready[stage_of(n_tiles - 1)], phase_of(n_tiles - 1));
     wgmma_fence_all();
     issue_pv(n_tiles - 1);
     wgmma_commit_group();
     if (cw == 0) named_arrive(other_bar, 256);  // consumer 1's last turn has no successor to wake
     wgmma_wait_group<0>();
     fence_operands(o_acc);
-    release(&pv_empty[(n_tiles - 1) & 1]);
+    release(&pv_empty[stage_of(n_tiles - 1)]);
   }
   if constexpr (kFp8) {
 #pragma unroll
@@ -529,7 +559,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
 
   void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)
                                       : nullptr;
-  attention_epilogue<kIn, kOut, kD, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
+  attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
       p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && q_tile == int(gridDim.x) - 1, ctid, 128, stage,
       4 + cw);
 }

@@ -19,7 +19,7 @@ struct GraphDraw {
 // kWgmmaShapes draws only what the pre-pass wgmma engine (sdpa_fp8_sm90_prepass) serves: E4M3 inputs, D 128, at
 // least 64 packed rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
 // kSm90Ws draws what the warp-specialized engine (sdpa_sm90_ws) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
-// 64/128/256, at least 64 packed rows, no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000
+// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows, no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000
 // (tails in rows and keys, several tiles, fully masked row tiles).
 enum class Draw { kAll, kWgmmaShapes, kSm90Ws };
 
@@ -42,7 +42,9 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   } else {
     out = coin(0.5) ? DataType::BF16 : DataType::FP16;
   }
-  const int64_t D = wgmma ? 128 : pick({64, 128, 128, 256});
+  // D is D_qk; D_v equals it except for the MLA-style D_qk 192 / D_v 128, which only sdpa_sm90_ws serves.
+  const int64_t D = wgmma ? 128 : ws ? pick({64, 128, 128, 192, 256}) : pick({64, 128, 128, 256});
+  const int64_t D_v = D == 192 ? 128 : D;
   const int64_t group = pick({1, 1, 2, 4, 8});
   const int64_t H_kv = pick({1, 2, 3});
   const int64_t H_q = H_kv * group;
@@ -101,7 +103,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   a.generate_stats = stats;
 
   const int64_t q = add("Q", {B, H_q, S_q, D}, in), k = add("K", {B, H_kv, S_kv, D}, in),
-                v = add("V", {B, H_kv, S_kv, D}, in), o = add("O", {B, H_q, S_q, D}, out, true);
+                v = add("V", {B, H_kv, S_kv, D_v}, in), o = add("O", {B, H_q, S_q, D_v}, out, true);
   std::optional<int64_t> sink_uid, lq, lkv, stats_uid, amax_o, amax_s;
   if (sink) sink_uid = add("sink", {1, H_q, 1, 1}, DataType::FP32);
   if (padding) {
