@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Anchors for tools/bench, measured in the same run as our plans: cuDNN FP8 SDPA forward (through the cuDNN
-frontend's Python graph API) and torch SDPA in BF16 (flash and cuDNN backends). Prints CSV rows
+frontend's Python graph API), torch SDPA in BF16 (flash and cuDNN backends), and for decode shapes a
+device-to-device copy of the bytes our FP8 and BF16 decode plans move. Prints CSV rows
 `shape,impl,ms,tflops,gbps,note` on stdout. Shapes mirror tools/bench/graphs/*.json."""
 import math
 import sys
@@ -9,24 +10,26 @@ import traceback
 import torch
 
 SHAPES = [
-    # name, B, H_q, H_kv, S_q, S_kv, D, causal
-    ("b4_h32_s4096_d128", 4, 32, 32, 4096, 4096, 128, False),
-    ("b4_h32_s4096_d128_causal", 4, 32, 32, 4096, 4096, 128, True),
-    ("b1_h32_s16384_d128", 1, 32, 32, 16384, 16384, 128, False),
-    ("b2_h40_s2100_d128", 2, 40, 40, 2100, 2100, 128, False),
-    ("b1_h40_s7800_d128", 1, 40, 40, 7800, 7800, 128, False),
-    ("b2_h32_s8192_d64", 2, 32, 32, 8192, 8192, 64, False),
-    ("b2_h16_s8192_d256", 2, 16, 16, 8192, 8192, 256, False),
-    ("b1_h64g8_s8192_d128", 1, 64, 8, 8192, 8192, 128, False),
+    # name, B, H_q, H_kv, S_q, S_kv, D (D_qk), causal, D_v
+    ("b4_h32_s4096_d128", 4, 32, 32, 4096, 4096, 128, False, 128),
+    ("b4_h32_s4096_d128_causal", 4, 32, 32, 4096, 4096, 128, True, 128),
+    ("b1_h32_s16384_d128", 1, 32, 32, 16384, 16384, 128, False, 128),
+    ("b2_h40_s2100_d128", 2, 40, 40, 2100, 2100, 128, False, 128),
+    ("b1_h40_s7800_d128", 1, 40, 40, 7800, 7800, 128, False, 128),
+    ("b2_h32_s8192_d64", 2, 32, 32, 8192, 8192, 64, False, 64),
+    ("b2_h16_s8192_d256", 2, 16, 16, 8192, 8192, 256, False, 256),
+    ("b1_h64g8_s8192_d128", 1, 64, 8, 8192, 8192, 128, False, 128),
+    # MLA-style prefill (DeepSeek): D_qk 192 (128 + 64 rope dims), D_v 128.
+    ("b4_h32_s4096_dqk192_dv128", 4, 32, 32, 4096, 4096, 192, False, 128),
     # Decode: S_q = 1 with bottom-right causal is no mask at all.
-    ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False),
-    ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False),
+    ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False, 128),
+    ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False, 128),
 ]
 
 
-def flops(B, Hq, Sq, Skv, D, causal):
+def flops(B, Hq, Sq, Skv, D, causal, Dv):
     pairs = Sq * (Sq + 1) / 2 if causal else Sq * Skv
-    return pairs * B * Hq * 2 * (D + D)
+    return pairs * B * Hq * 2 * (D + Dv)
 
 
 def time_ms(fn, iters=20):
@@ -45,19 +48,19 @@ def time_ms(fn, iters=20):
     return times[len(times) // 2]
 
 
-def cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, out_bf16):
+def cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, out_bf16, Dv):
     import cudnn
 
     handle = cudnn.create_handle()
     fp8 = torch.float8_e4m3fn
     q = (torch.rand(B, Hq, Sq, D, device="cuda") * 4 - 2).to(fp8)
     k = (torch.rand(B, Hkv, Skv, D, device="cuda") * 4 - 2).to(fp8)
-    v = (torch.rand(B, Hkv, Skv, D, device="cuda") * 4 - 2).to(fp8)
+    v = (torch.rand(B, Hkv, Skv, Dv, device="cuda") * 4 - 2).to(fp8)
     one = lambda: torch.ones(1, 1, 1, 1, device="cuda", dtype=torch.float32)
     scalars = [one() for _ in range(6)]
     amax_s_t, amax_o_t = one(), one()
     o_dtype = torch.bfloat16 if out_bf16 else fp8
-    o = torch.empty(B, Hq, Sq, D, device="cuda", dtype=o_dtype)
+    o = torch.empty(B, Hq, Sq, Dv, device="cuda", dtype=o_dtype)
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
                       compute_data_type=cudnn.data_type.FLOAT, handle=handle)
     tq, tk, tv = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
@@ -81,13 +84,13 @@ def cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, out_bf16):
     return time_ms(lambda: g.execute(pack, ws, handle=handle))
 
 
-def torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, backend):
+def torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, backend, Dv):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
     q = torch.randn(B, Hq, Sq, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(B, Hkv, Skv, Dv, device="cuda", dtype=torch.bfloat16)
     be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
     gqa = Hq != Hkv
     if gqa and backend == "cudnn":
@@ -99,16 +102,29 @@ def torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, backend):
         return time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa))
 
 
+def copy_bytes(nbytes):
+    """A device-to-device copy of nbytes: the bandwidth a decode, which reads each byte once, is held to."""
+    src = torch.empty(nbytes, device="cuda", dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    return time_ms(lambda: dst.copy_(src))
+
+
 def main():
     print("shape,impl,ms,tflops,gbps,note")
-    for name, B, Hq, Hkv, Sq, Skv, D, causal in SHAPES:
+    for name, B, Hq, Hkv, Sq, Skv, D, causal, Dv in SHAPES:
         decode = Sq == 1
-        f = flops(B, Hq, Sq, Skv, D, causal)
-        fp8_bytes = B * (Hq * Sq * D + 2 * Hkv * Skv * D) + B * Hq * Sq * D * (2 if decode else 1)
-        bf16_bytes = 2 * B * (2 * Hq * Sq * D + 2 * Hkv * Skv * D)
-        runs = [("cudnn_fp8", fp8_bytes, lambda: cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, decode)),
-                ("torch_flash_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "flash")),
-                ("torch_cudnn_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "cudnn"))]
+        f = flops(B, Hq, Sq, Skv, D, causal, Dv)
+        fp8_bytes = B * (Hq * Sq * D + Hkv * Skv * (D + Dv)) + B * Hq * Sq * Dv * (2 if decode else 1)
+        bf16_bytes = 2 * B * (Hq * Sq * (D + Dv) + Hkv * Skv * (D + Dv))
+        runs = [("cudnn_fp8", fp8_bytes, lambda: cudnn_fp8(B, Hq, Hkv, Sq, Skv, D, causal, decode, Dv)),
+                ("torch_flash_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "flash", Dv)),
+                ("torch_cudnn_bf16", bf16_bytes, lambda: torch_bf16(B, Hq, Hkv, Sq, Skv, D, causal, "cudnn", Dv))]
+        if decode:
+            # A copy of the byte counts our FP8 and BF16 decode plans move; its bandwidth counts what it reads and
+            # what it writes (2x the bytes), the usual copy-bandwidth figure, which a decode that reads each byte
+            # once is held to.
+            runs += [("copy_fp8", 2 * fp8_bytes, lambda: copy_bytes(fp8_bytes)),
+                     ("copy_bf16", 2 * bf16_bytes, lambda: copy_bytes(bf16_bytes))]
         for impl, nbytes, fn in runs:
             try:
                 ms = fn()

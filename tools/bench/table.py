@@ -17,22 +17,28 @@ def main(ours_csv, anchors_csv, outdir):
     rows = []
     for o in ours:
         prec, shape = o["graph"].split("_", 1)
+        decode = shape.startswith("decode")
         ref_impls = ["cudnn_fp8"] if prec == "fp8" else ["torch_cudnn_bf16", "torch_flash_bf16"]
+        if decode:  # decode is bandwidth: against a copy of the same bytes first
+            ref_impls = [f"copy_{prec}"] + ref_impls
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
                "gbps": float(o["gbps"])}
         for impl in ref_impls:
             a = anchor.get((shape, impl))
             if a and a["ms"]:
-                row[impl] = float(a["tflops"]) if not shape.startswith("decode") else float(a["gbps"])
-                row[impl + "_ratio"] = float(a["ms"]) / row["ms"]
+                row[impl] = float(a["tflops"]) if not decode else float(a["gbps"])
+                # Speed ratio; for the copy, our GB/s over its GB/s (the fraction of copy bandwidth reached).
+                row[impl + "_ratio"] = (row["gbps"] / float(a["gbps"]) if impl.startswith("copy")
+                                        else float(a["ms"]) / row["ms"])
             else:
                 row[impl] = None
                 row[impl + "_note"] = (a or {}).get("note", "not measured")
         rows.append(row)
-    print("| graph | plan | ms | TFLOP/s | GB/s | anchor | anchor TFLOP/s (GB/s for decode) | ours / anchor (speed) |")
+    print("| graph | plan | ms | TFLOP/s | GB/s | anchor | anchor TFLOP/s (GB/s for decode) | ours / anchor (speed; "
+          "for a copy: our GB/s / its GB/s) |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        impls = [k for k in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16") if k in r]
+        impls = [k for k in ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16") if k in r]
         for i, impl in enumerate(impls):
             head = (f"| {r['graph']} | {r['plan']} | {r['ms']:.4f} | {r['tflops']:.1f} | {r['gbps']:.1f} "
                     if i == 0 else "| | | | | ")
@@ -44,7 +50,7 @@ def main(ours_csv, anchors_csv, outdir):
         w = csv.writer(f)
         w.writerow(["graph", "plan", "ms", "tflops", "gbps", "anchor", "anchor_value", "ratio"])
         for r in rows:
-            for impl in ("cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16"):
+            for impl in ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16"):
                 if impl in r:
                     w.writerow([r["graph"], r["plan"], r["ms"], r["tflops"], r["gbps"], impl, r[impl],
                                 r.get(impl + "_ratio")])
@@ -52,14 +58,23 @@ def main(ours_csv, anchors_csv, outdir):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        names = [r["graph"] for r in rows]
-        fig, ax = plt.subplots(figsize=(10, 6))
-        ax.barh(names, [r["tflops"] for r in rows])
-        ax.set_xlabel("rime TFLOP/s (H200); label: speed ratio to cuDNN in the same run")
-        for i, r in enumerate(rows):
+        prefill = [r for r in rows if "_decode_" not in r["graph"]]
+        decode = [r for r in rows if "_decode_" in r["graph"]]
+        fig, (ax, ax_d) = plt.subplots(2, 1, figsize=(10, 9), gridspec_kw={"height_ratios": [max(1, len(prefill)),
+                                                                                           max(1, len(decode))]})
+        ax.barh([r["graph"] for r in prefill], [r["tflops"] for r in prefill])
+        ax.set_xlabel("prefill: rime TFLOP/s (H200); label: speed ratio to cuDNN in the same run")
+        for i, r in enumerate(prefill):
             cudnn = "cudnn_fp8" if r["graph"].startswith("fp8") else "torch_cudnn_bf16"
             ratio = r.get(cudnn + "_ratio")
             ax.text(r["tflops"], i, f" {ratio:.2f}x cuDNN" if ratio else " cuDNN: no plan", va="center", fontsize=8)
+        ax_d.barh([r["graph"] for r in decode], [r["gbps"] for r in decode])
+        ax_d.set_xlabel("decode: rime GB/s (H200); label: fraction of a copy of the same bytes in the same run")
+        for i, r in enumerate(decode):
+            copy = "copy_fp8" if r["graph"].startswith("fp8") else "copy_bf16"
+            ratio = r.get(copy + "_ratio")
+            ax_d.text(r["gbps"], i, f" {ratio:.0%} of copy" if ratio else " copy: not measured", va="center",
+                      fontsize=8)
         fig.tight_layout()
         fig.savefig(f"{outdir}/bench.png", dpi=110)
     except ImportError:
