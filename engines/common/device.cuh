@@ -38,6 +38,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const void* smem)
                : "r"(smem_addr(smem)));
 }
 
+// Stores four 8x8 b16 matrices (sm_90): lane l gives the address of row l % 8 of matrix l / 8, and r[i] of lane
+// t lands in matrix i, row t / 4, bytes 4 (t % 4) .. 4 (t % 4) + 3.
+__device__ __forceinline__ void stmatrix_x4(void* smem, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(smem)), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // D += A * B with m16n8 fragments (fp32 accumulate), A of type kTypeA and B of kTypeB (FP8 P.V: P is E4M3,
 // V the input type, as A or, in the decode tiles' O^T = V^T P^T, as B).
 template <int kTypeA, int kTypeB>

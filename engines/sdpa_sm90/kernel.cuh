@@ -155,47 +155,49 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
   }
 }
 
-// The FP8 transpose of one V tile (kN keys of kD bytes, as the TMA wrote it: sub-tiles of kRow-byte rows) into
-// V^T (kD rows of kN bytes, with the swizzle of that row width), keys permuted within each 16 as pack_p_fp8's P
-// fragment holds them (vt_key_of_position), keys at or past kv_end zeroed. Work item: 16 keys x 4 d (a thread
-// reads one 4-byte word of each of the 16 key rows and writes 16 bytes into each of 4 V^T rows). A quarter-warp's
-// lanes hold 8 consecutive 4-d groups and write their 4 rows in an order rotated by (group / 2) % 4, so that the
-// 8 16-byte stores of a quarter-warp land in 8 different bank groups for both row widths (checked by
-// enumerating every key group and store step).
-template <int kD, int kRow, int kN>
+// The FP8 transpose of one V tile (kN keys of kDv bytes, as the TMA wrote it: sub-tiles of kRowV-byte rows) into
+// V^T (kDv rows of kN bytes, with the swizzle of that row width), keys permuted within each 16 as pack_p_fp8's P
+// fragment holds them (vt_key_of_position), keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d
+// with one ldmatrix.x4.trans, four byte permutes and one stmatrix.x4:
+//   the four 8x8 b16 matrices loaded are keys 0-7 / 8-15 (m & 1) x d 0-15 / 16-31 (m >> 1); transposed, lane
+//   (c = lane / 4, q = lane % 4) holds, per matrix, keys 2q and 2q + 1 of the b16 column c (d 2c and 2c + 1), so
+//   bytes 0 and 2 of matrices 0 and 1 are row d = 2c of V^T at positions 4q .. 4q + 3 (keys 2q, 2q + 1, 8 + 2q,
+//   9 + 2q: exactly vt_key_of_position's order), bytes 1 and 3 row 2c + 1;
+//   the four words are stored as stmatrix rows: row c of stored matrix 0 is V^T row 2c for c < 4 and 2c + 1 for
+//   c >= 4 (matrix 1 the other one; 2 and 3 the same 16 d on), so that a stored matrix's 8 rows have 8 distinct
+//   row % 8 and its 16-byte writes fall in 8 different bank groups under the swizzle.
+// Loads are conflict-free too: a loaded matrix is 8 consecutive keys at one 16-byte chunk, which the TMA swizzle
+// spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
+// FP8 D 128 tile, as many as a consumer warp: docs/perf.md, v9.)
+template <int kDv, int kRowV, int kN>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
-  constexpr int kQuads = kD / 4;
-  constexpr int kItems = (kN / 16) * kQuads;
-  static_assert(kItems % 128 == 0, "whole work items per producer thread");
-  // One item at a time: unrolled, two items' 16 words each did not fit the producer's 56 registers (spills).
-#pragma unroll 1
-  for (int it = 0; it < kItems / 128; ++it) {
-    const int item = ptid + 128 * it;
-    const int dq = item % kQuads, grp = item / kQuads;
-    const int d0 = dq * 4;
-    const u8* src = sv + (d0 / kRow) * (kN * kRow);  // the sub-tile of d0
-    u32 w[16];
+  constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
+  static_assert(kUnits % 4 == 0, "whole units per producer warp");
+  const int warp = ptid / 32, lane = ptid % 32;
+  const int m = lane / 8, r = lane % 8;  // this lane's addresses: row r of matrix m
+  const int c = lane / 4, q = lane % 4;  // this lane's fragment: b16 column c, key positions 4q .. 4q + 3
+  // Word 0 (2) takes bytes 0 and 2 (row 2c) for c < 4 and bytes 1 and 3 (row 2c + 1) for c >= 4; word 1 (3) the
+  // other row.
+  const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
+  const int ld_key = (m & 1) * 8 + r, ld_d = (m >> 1) * 16;
+  const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
 #pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const int key = grp * 16 + k;
-      w[k] = *reinterpret_cast<const u32*>(src + swz<kRow>(key, d0 % kRow));
-      if (key >= kv_end) w[k] = 0;  // P is 0 there; a NaN in V's padding must not reach the product
+  for (int i = 0; i < kUnits / 4; ++i) {
+    const int u = warp + 4 * i;
+    const int g = u % kGroups, d0 = (u / kGroups) * 32;
+    const int key = g * 16 + ld_key, d = d0 + ld_d;
+    u32 v[4];
+    ldmatrix_x4_trans(v, sv + (d / kRowV) * (kN * kRowV) + swz<kRowV>(key, d % kRowV));
+    u32 w[4] = {__byte_perm(v[0], v[1], sel_lo), __byte_perm(v[0], v[1], sel_hi), __byte_perm(v[2], v[3], sel_lo),
+                __byte_perm(v[2], v[3], sel_hi)};
+    if (kv_end < kN) {  // the last tile of the keys (or of a batch's padding): zero keys at or past kv_end
+      const int lim = kv_end - g * 16;
+      const u32 keep = (2 * q < lim ? 0xFFu : 0u) | (2 * q + 1 < lim ? 0xFF00u : 0u) |
+                       (8 + 2 * q < lim ? 0xFF0000u : 0u) | (9 + 2 * q < lim ? 0xFF000000u : 0u);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) w[k] &= keep;
     }
-    const int rot = (dq >> 1) & 3;
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      const int j = (step + rot) & 3;               // this store's row: d0 + j
-      const u32 pick = u32(j) | (u32(4 + j) << 4);  // bytes j of two words, low then high
-      u32 out[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        // Positions 4q .. 4q + 3 hold keys 2q, 2q + 1, 8 + 2q, 9 + 2q (vt_key_of_position).
-        const u32 lo = __byte_perm(w[2 * q], w[2 * q + 1], pick);
-        const u32 hi = __byte_perm(w[8 + 2 * q], w[9 + 2 * q], pick);
-        out[q] = __byte_perm(lo, hi, 0x5410);
-      }
-      *reinterpret_cast<uint4*>(svt + swz<kN>(d0 + j, grp * 16)) = make_uint4(out[0], out[1], out[2], out[3]);
-    }
+    stmatrix_x4(svt + swz<kN>(d0 + st_d, g * 16), w);
   }
 }
 
