@@ -121,9 +121,11 @@ template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
   if constexpr (kIn == RIME_T_E4M3) {
     if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e4m3(s, a, b, acc);
+    else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e4m3(s, a, b, acc);
     else wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
   } else if constexpr (kIn == RIME_T_E5M2) {
     if constexpr (kN == 64) wgmma_ss_m64n64_e5m2_e5m2(s, a, b, acc);
+    else if constexpr (kN == 256) wgmma_ss_m64n256_e5m2_e5m2(s, a, b, acc);
     else wgmma_ss_m64n128_e5m2_e5m2(s, a, b, acc);
   } else if constexpr (kIn == RIME_T_BF16) {
     if constexpr (kN == 64) wgmma_ss_m64n64_bf16(s, a, b, acc);
@@ -156,8 +158,9 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 }
 
 // The FP8 transpose of one V tile (kN keys of kDv bytes, as the TMA wrote it: sub-tiles of kRowV-byte rows) into
-// V^T (kDv rows of kN bytes, with the swizzle of that row width), keys permuted within each 16 as pack_p_fp8's P
-// fragment holds them (vt_key_of_position), keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d
+// V^T (kDv rows of kN key bytes, as sub-tiles of row_bytes(kN)-byte rows along the keys, each with the swizzle
+// of its row width), keys permuted within each 16 as pack_p_fp8's P fragment holds them (vt_key_of_position),
+// keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d
 // with one ldmatrix.x4.trans, four byte permutes and one stmatrix.x4:
 //   the four 8x8 b16 matrices loaded are keys 0-7 / 8-15 (m & 1) x d 0-15 / 16-31 (m >> 1); transposed, lane
 //   (c = lane / 4, q = lane % 4) holds, per matrix, keys 2q and 2q + 1 of the b16 column c (d 2c and 2c + 1), so
@@ -171,6 +174,7 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // FP8 D 128 tile, as many as a consumer warp: docs/perf.md, v9.)
 template <int kDv, int kRowV, int kN>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
+  constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kDv rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
   static_assert(kUnits % 4 == 0, "whole units per producer warp");
   const int warp = ptid / 32, lane = ptid % 32;
@@ -181,7 +185,11 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
   const int ld_key = (m & 1) * 8 + r, ld_d = (m >> 1) * 16;
   const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
-#pragma unroll
+  // Fully unrolled (8 units per warp for every tile shape), except for 256-key tiles, whose 8 units' addresses
+  // (two V^T sub-tiles) then spilled past the producer's 56 registers. (Unrolled by 4, the D 256 kernel measured
+  // 17% slower: docs/perf.md, v10.)
+  constexpr int kUnroll = kN > 128 ? 4 : kUnits / 4;
+#pragma unroll kUnroll
   for (int i = 0; i < kUnits / 4; ++i) {
     const int u = warp + 4 * i;
     const int g = u % kGroups, d0 = (u / kGroups) * 32;
@@ -197,7 +205,8 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
 #pragma unroll
       for (int k = 0; k < 4; ++k) w[k] &= keep;
     }
-    stmatrix_x4(svt + swz<kN>(d0 + st_d, g * 16), w);
+    const int pos = g * 16;  // this unit's 16 key positions: in sub-tile pos / kVtRow
+    stmatrix_x4(svt + (pos / kVtRow) * (kDv * kVtRow) + swz<kVtRow>(d0 + st_d, pos % kVtRow), w);
   }
 }
 
@@ -429,7 +438,9 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
   const u64 q_desc = desc_k_major<kRow>(sQw);
   const u64 k_desc = desc_k_major<kRow>(sK);
-  const u64 pv_desc = kFp8 ? desc_k_major<kN>(sVt) : desc_n_major_sw128(sV, kN * 128);
+  // FP8 V^T: sub-tiles of kVtRow-byte rows along the keys (256-key tiles: two of 128 bytes).
+  constexpr int kVtRow = rime_ws::row_bytes(kN);
+  const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major_sw128(sV, kN * 128);
   auto issue_qk = [&](int j) {
     const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));
 #pragma unroll
@@ -447,15 +458,16 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   auto issue_pv = [&](int j) {
     const int stage_bytes = kFp8 ? kSmem.vt_stage_bytes : kSmem.v_stage_bytes;
     const u64 v_stage = pv_desc + u64(stage_of(j) * (stage_bytes >> 4));
-    // FP8: V^T k-major, 32 keys (bytes) per k step; 16-bit: V N-major, 16 keys (rows of 128 bytes) per k step.
-    constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
 #pragma unroll
     for (int c = 0; c < kPSteps; ++c) {
+      // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
+      // of 128 bytes) per k step.
+      constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
+      const int off = kFp8 ? (c * 32 / kVtRow) * (kDv * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
       if constexpr (kDescFromPointers)
-        wgmma_pv<kIn, kDv>(o_acc, pa[c],
-                           desc_n_major_sw128(sV + stage_of(j) * stage_bytes + c * kStepBytes, kN * 128));
+        wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major_sw128(sV + stage_of(j) * stage_bytes + off, kN * 128));
       else
-        wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64((c * kStepBytes) >> 4));
+        wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64(off >> 4));
     }
   };
   // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp

@@ -17,10 +17,15 @@ constexpr int kTileQ = 64 * kConsumers;  // packed rows per CTA
 // Two stages leave the shared memory to wider KV tiles.
 constexpr int kMaxStages = 2;
 
-// Keys per KV tile: 128, except for D 256, where a consumer's O (128 registers per thread) and S of 128 keys
-// (64 more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled
-// 620 bytes), and 16-bit K and V stages of 128 keys would not fit shared memory.
-RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) { return d == 256 ? 64 + 0 * elem_bytes : 128; }
+// Keys per KV tile: 256 for FP8 D 64 (a consumer holds S of 256 keys in 128 registers, O in 32 and P in 32: ptxas
+// places them past the launch's 168 registers, which setmaxnreg raises to 224, without spilling; 6% faster than
+// 128 keys on the bench row); 64 for D 256, where a consumer's O (128 registers per thread) and S of 128 keys (64
+// more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
+// bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
+// D 128 measured 2-7% slower than 128: docs/perf.md, v10).
+RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) {
+  return d == 256 ? 64 : elem_bytes == 1 && d == 64 ? 256 : 128;
+}
 
 // The width of a shared-memory sub-tile row and its swizzle: operands are stored as sub-tiles of rows of
 // `row_bytes`, the TMA box width: 128 when the operand's rows are a multiple of 128 bytes, else 64 (FP8 D 64, and
