@@ -313,6 +313,37 @@ TEST_CASE("the E4M3-P emulation differs from the reference by P's rounding only"
   CHECK(std::sqrt(err2_two / ref2_two) * 8 < std::sqrt(err2 / ref2));
 }
 
+TEST_CASE("bottom-right alignment with per-batch lengths shifts by seq_len_kv[b] - seq_len_q[b]", "[reference]") {
+  // SPEC section 2: with padding the last valid query of a batch sees its last valid key (cuDNN, FlashAttention's
+  // varlen), not the tensors' S_kv - S_q.
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp16_window_padding")));
+  doc["op"]["attributes"] = {{"causal", true}, {"padding_mask", true}, {"alignment", "bottom_right"}};
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  testing::TrialInputs in = testing::make_inputs(g.value(), 5);
+  const int32_t len_q[4] = {10, 1000, 0, 600}, len_kv[4] = {300, 1000, 50, 100};
+  for (int b = 0; b < 4; ++b) {
+    store_element(DataType::INT32, in.tensors.at(g->operand(Role::SeqLenQ)->uid).data(), b, len_q[b]);
+    store_element(DataType::INT32, in.tensors.at(g->operand(Role::SeqLenKv)->uid).data(), b, len_kv[b]);
+  }
+  auto keys = [&](int64_t b, int64_t i) { return unmasked_keys(g.value(), f.value(), in.tensors, b, i); };
+  // Batch 0: shift 300 - 10 = 290: row 0 sees keys [0, 291), row 9 (the last valid) [0, 300).
+  CHECK(keys(0, 0).last == 291);
+  CHECK(keys(0, 9).last == 300);
+  // Batch 1: full lengths, the shift is S_kv - S_q = 0.
+  CHECK(keys(1, 0).last == 1);
+  CHECK(keys(1, 999).last == 1000);
+  // Batch 3: 600 queries over 100 keys: shift -500, rows below 500 see nothing, row 599 all 100 keys.
+  CHECK(keys(3, 499).last <= keys(3, 499).first);
+  CHECK(keys(3, 500).last == 1);
+  CHECK(keys(3, 599).last == 100);
+  // A row with no key writes LSE -inf (SPEC section 2), one with keys a finite LSE.
+  CHECK(std::isinf(attention_row(g.value(), f.value(), in.tensors, 3, 0, 499).lse));
+  CHECK(std::isfinite(attention_row(g.value(), f.value(), in.tensors, 3, 0, 500).lse));
+}
+
 TEST_CASE("combining k split partials equals the unsplit reference", "[reference][split]") {
   Result<Graph> g = load_graph_file(test::example_path("bf16_causal_sink"));
   REQUIRE(g.ok());

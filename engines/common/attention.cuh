@@ -20,9 +20,13 @@ struct Slot {
   static constexpr int value = kSlot;
 };
 
-// The valid extents of one batch: rows past seq_q are padding, keys past kv_limit are masked.
+// The valid extents of one batch: rows past seq_q are padding, keys past kv_limit are masked. diag_shift is the
+// bottom-right alignment's shift for this batch: with per-batch lengths the batch's own seq_len_kv - seq_len_q
+// (SPEC section 2, as cuDNN and FlashAttention's varlen: the last query of a sequence sees its last key), else
+// the tensors' S_kv - S_q (0 for top-left).
 struct BatchExtent {
   int seq_q, kv_limit, right_bound;  // right_bound -1: no upper key bound beyond kv_limit
+  int diag_shift;
 };
 
 template <bool kPadding>
@@ -31,6 +35,7 @@ __device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) 
   e.seq_q = kPadding ? min(p.S_q, p.seq_len_q[b]) : p.S_q;
   e.kv_limit = kPadding ? max(0, min(p.S_kv, p.seq_len_kv[b])) : p.S_kv;
   e.right_bound = p.causal ? 0 : p.band_right;
+  e.diag_shift = kPadding && p.bottom_right ? e.kv_limit - max(0, e.seq_q) : p.diag_shift;
   return e;
 }
 
@@ -44,8 +49,8 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   const int last = min(row0 + kTileQ, p.packed_rows) - 1;
   const int i_lo = row0 / p.group, i_hi = last / p.group;
   int hi = e.kv_limit, lo = 0;
-  if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + p.diag_shift + e.right_bound + 1);
-  if (kMask && p.window_left >= 0) lo = max(0, i_lo + p.diag_shift - p.window_left + 1);
+  if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + e.diag_shift + e.right_bound + 1);
+  if (kMask && p.window_left >= 0) lo = max(0, i_lo + e.diag_shift - p.window_left + 1);
   if (hi > lo) {
     tile_lo = lo / kTileKv;
     tile_hi = (hi + kTileKv - 1) / kTileKv;
@@ -77,8 +82,8 @@ __device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const Bat
     rows.live[r] = rows.exists[r] && rows.i[r] < e.seq_q;
     rows.key_hi[r] = e.kv_limit;
     rows.key_lo[r] = 0;
-    if (kMask && e.right_bound >= 0) rows.key_hi[r] = min(rows.key_hi[r], rows.i[r] + p.diag_shift + e.right_bound + 1);
-    if (kMask && p.window_left >= 0) rows.key_lo[r] = rows.i[r] + p.diag_shift - p.window_left + 1;
+    if (kMask && e.right_bound >= 0) rows.key_hi[r] = min(rows.key_hi[r], rows.i[r] + e.diag_shift + e.right_bound + 1);
+    if (kMask && p.window_left >= 0) rows.key_lo[r] = rows.i[r] + e.diag_shift - p.window_left + 1;
   }
   return rows;
 }

@@ -58,7 +58,8 @@ struct SdpaParams {
   int causal;       // 1: keys j > i + diag_shift (+ band_right) are masked
   int band_right;   // -1: none
   int window_left;  // -1: none; keys j < i + diag_shift - (window_left - 1) are masked
-  int diag_shift;   // S_kv - S_q for bottom-right alignment, else 0
+  int diag_shift;   // S_kv - S_q for bottom-right alignment, else 0 (with per-batch lengths: BatchExtent's)
+  int bottom_right;  // 1: bottom-right alignment (with padding the shift is seq_len_kv[b] - seq_len_q[b])
   int stats_log2;
   int sf_layout;  // 0: per-(b,h) planes (pad rows zeroed), 1: token-major
   int sf_rows, sf_cols;  // R and C of sf_o

@@ -101,6 +101,7 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.band_right = f.mask.band_right ? static_cast<int>(*f.mask.band_right) : -1;
   p.window_left = f.mask.window_left ? static_cast<int>(*f.mask.window_left) : -1;
   p.diag_shift = f.mask.bottom_right ? static_cast<int>(f.S_kv - f.S_q) : 0;
+  p.bottom_right = f.mask.bottom_right ? 1 : 0;
   p.stats_log2 = f.stats_log2 ? 1 : 0;
   return p;
 }

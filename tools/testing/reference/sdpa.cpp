@@ -34,9 +34,15 @@ double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
 }  // namespace
 
 KvRange unmasked_keys(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t i) {
-  const int64_t shift = f.mask.bottom_right ? f.S_kv - f.S_q : 0;
   int64_t hi = f.S_kv, lo = 0;
   if (f.mask.padding) hi = std::min(hi, std::max<int64_t>(0, seq_len(g, t, Role::SeqLenKv, b, f.S_kv)));
+  // Bottom-right alignment: the batch's own seq_len_kv - seq_len_q with per-batch lengths (SPEC section 2), else
+  // S_kv - S_q. hi is the batch's clamped kv length here.
+  int64_t shift = 0;
+  if (f.mask.bottom_right)
+    shift = f.mask.padding
+                ? hi - std::clamp<int64_t>(seq_len(g, t, Role::SeqLenQ, b, f.S_q), 0, f.S_q)
+                : f.S_kv - f.S_q;
   if (f.mask.causal) hi = std::min(hi, i + shift + 1);
   if (f.mask.band_right) hi = std::min(hi, i + shift + *f.mask.band_right + 1);
   if (f.mask.window_left) lo = std::max<int64_t>(lo, i + shift - (*f.mask.window_left - 1));
