@@ -344,6 +344,63 @@ TEST_CASE("bottom-right alignment with per-batch lengths shifts by seq_len_kv[b]
   CHECK(std::isfinite(attention_row(g.value(), f.value(), in.tensors, 3, 0, 500).lse));
 }
 
+TEST_CASE("the paged reference equals the dense one on the gathered K/V", "[reference][paged]") {
+  // examples/fp8_paged_decode: pools of 200 pages x 16 keys, 64 pages per sequence, pages shuffled by make_inputs
+  // (entries past a sequence's last page hold an out-of-pool id, which the reference must not read).
+  const nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_paged_decode")));
+  Result<Graph> paged = graph_from_json(doc.dump());
+  REQUIRE(paged.ok());
+  Result<Facts> pf = analyze(paged.value(), DeviceDesc::h200());
+  REQUIRE(pf.ok());
+  CHECK(pf->paged);
+  CHECK(pf->S_kv == 64 * 16);
+  const testing::TrialInputs in = testing::make_inputs(paged.value(), 17);
+
+  nlohmann::json dense_doc = doc;
+  for (int t : {1, 2}) {
+    dense_doc["tensors"][t]["dims"] = {4, 8, 1024, 128};
+    dense_doc["tensors"][t].erase("strides");
+  }
+  dense_doc["tensors"].erase(13);
+  dense_doc["op"]["inputs"].erase("page_table");
+  Result<Graph> dense = graph_from_json(dense_doc.dump());
+  REQUIRE(dense.ok());
+  Result<Facts> df = analyze(dense.value(), DeviceDesc::h200());
+  REQUIRE(df.ok());
+  testing::TrialInputs din = in;
+  const TensorDesc& table = *paged->operand(Role::PageTable);
+  din.tensors.erase(table.uid);
+  const TensorDesc& lens = *paged->operand(Role::SeqLenKv);
+  int64_t gathered = 0;
+  for (Role role : {Role::K, Role::V}) {
+    const TensorDesc &pool = *paged->operand(role), &flat = *dense->operand(role);
+    std::vector<uint8_t>& out = din.tensors[flat.uid];
+    out.assign(static_cast<size_t>(tensor_storage_bytes(flat)), 0);
+    for (int64_t b = 0; b < 4; ++b) {
+      const int64_t len = static_cast<int64_t>(load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b));
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t page = static_cast<int64_t>(
+            load_element(DataType::INT32, in.tensors.at(table.uid).data(), b * 64 + j / 16));
+        REQUIRE(page >= 0);
+        REQUIRE(page < 200);
+        for (int64_t h = 0; h < 8; ++h)
+          for (int64_t d = 0; d < 128; ++d)
+            out[static_cast<size_t>(offset_of(flat, b, h, j, d))] =
+                in.tensors.at(pool.uid)[static_cast<size_t>(offset_of(pool, page, h, j % 16, d))];
+        ++gathered;
+      }
+    }
+  }
+  CHECK(gathered > 0);
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t h = 0; h < 32; ++h) {
+      const RowResult a = attention_row(paged.value(), pf.value(), in.tensors, b, h, 0);
+      const RowResult c = attention_row(dense.value(), df.value(), din.tensors, b, h, 0);
+      CHECK((a.lse == c.lse || (std::isinf(a.lse) && std::isinf(c.lse))));
+      CHECK(a.o == c.o);
+    }
+}
+
 TEST_CASE("combining k split partials equals the unsplit reference", "[reference][split]") {
   Result<Graph> g = load_graph_file(test::example_path("bf16_causal_sink"));
   REQUIRE(g.ok());

@@ -26,7 +26,26 @@ struct BadGraph {
 // bf16_causal_sink: 0 Q, 1 K, 2 V, 3 sink, 4 O, 5 Stats.   fp16_window_padding: 0 Q, 1 K, 2 V, 3 seq_len_q,
 //   4 seq_len_kv, 5 O.   fp8_nvfp4_o_planes: 0-2 QKV, 3-8 scalars, 9 O, 10 sf_o, 11 Amax_O.
 // mxfp8_inputs: 0-2 QKV, 3 SF_Q, 4 SF_K, 5 SF_V, 6 O, 7 Amax_O.
+// fp8_paged_decode: 0 Q, 1 K pool, 2 V pool, 3-8 scalars, 9 O, 10 Stats, 11 seq_len_q, 12 seq_len_kv, 13 page_table.
 const BadGraph kBadGraphs[] = {
+    // paged K/V
+    {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/1/dims/2","value":24},
+                             {"op":"replace","path":"/tensors/2/dims/2","value":24}])",
+     StatusCode::InvalidGraph, "page size 24 (dims[2] of a paged pool [num_pages, H_kv, page_size, D]) must be a power "
+     "of two in 16..256", "/tensors/1/dims"},
+    {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/1/dims/2","value":512},
+                             {"op":"replace","path":"/tensors/2/dims/2","value":512}])",
+     StatusCode::InvalidGraph, "page size 512", "/tensors/1/dims"},
+    {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/13/dims","value":[3,64]}])", StatusCode::InvalidGraph,
+     "page_table (page_table): dims [3,64] must be [4, max_pages_per_seq]", "/tensors/13/dims"},
+    {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/13/dtype","value":"FP32"}])", StatusCode::InvalidGraph,
+     "page_table (page_table): dtype FP32 must be INT32", "/tensors/13/dtype"},
+    {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/2/dims/0","value":100}])", StatusCode::InvalidGraph,
+     "do not match K's page count 200", "/tensors/2/dims"},
+    {"fp8_paged_decode", R"([{"op":"remove","path":"/op/inputs/seq_len_q"},{"op":"remove","path":"/op/inputs/seq_len_kv"},
+                             {"op":"remove","path":"/tensors/12"},{"op":"remove","path":"/tensors/11"},
+                             {"op":"replace","path":"/op/attributes/padding_mask","value":false}])",
+     StatusCode::InvalidGraph, "page_table (page_table) is bound but padding_mask is false", "/op/attributes/padding_mask"},
     // shapes
     {"fp8_prefill", R"([{"op":"replace","path":"/tensors/1/dims/3","value":64}])", StatusCode::InvalidGraph,
      "do not match Q's head dim 128", "/tensors/1/dims"},

@@ -22,6 +22,7 @@
 #define RIME_F_MASK 64     // causal / window / band bounds (their values are runtime parameters)
 #define RIME_F_SCALE_O 128 // O is FP8 / block-scaled and scale_o is bound; absent means the identity
 #define RIME_F_MX_INPUTS 256  // MXFP8 inputs: UE8M0 scales SF_Q / SF_K / SF_V instead of per-tensor descales
+#define RIME_F_PAGED 512      // K / V are page pools [pages][H_kv][page_size][D] read through page_table
 
 struct SdpaParams {
   const void* q;
@@ -34,6 +35,11 @@ struct SdpaParams {
   const float* sink;
   const int* seq_len_q;
   const int* seq_len_kv;
+  // Paged K/V: key j of batch b lives in page page_table[b * page_table_stride + (j >> page_size_log2)], slot
+  // j & (page_size - 1); k_stride / v_stride are then (page, head, slot).
+  const int* page_table;
+  long long page_table_stride;
+  int page_size_log2;
   const float* descale_q;
   const float* descale_k;
   const float* descale_v;

@@ -37,6 +37,7 @@ int sdpa_features(const Facts& f, bool split) {
   // scale_o multiplies only FP8 and block-scaled O (SPEC section 2: 1 for the others).
   if (f.has_scale_o && (is_fp8(f.o().dtype) || f.o_block_scale != 0)) bits |= RIME_F_SCALE_O;
   if (f.is_mxfp8) bits |= RIME_F_MX_INPUTS;
+  if (f.paged) bits |= RIME_F_PAGED;
   return bits;
 }
 
@@ -66,6 +67,11 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.sink = static_cast<const float*>(b.of(f, Role::Sink));
   p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
   p.seq_len_kv = static_cast<const int*>(b.of(f, Role::SeqLenKv));
+  p.page_table = static_cast<const int*>(b.of(f, Role::PageTable));
+  if (f.paged) {
+    p.page_table_stride = f.operand(Role::PageTable).strides[0];
+    while ((int64_t{1} << p.page_size_log2) < f.page_size) ++p.page_size_log2;
+  }
   p.descale_q = static_cast<const float*>(b.of(f, Role::DescaleQ));
   p.descale_k = static_cast<const float*>(b.of(f, Role::DescaleK));
   p.descale_v = static_cast<const float*>(b.of(f, Role::DescaleV));

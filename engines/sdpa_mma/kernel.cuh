@@ -44,6 +44,8 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   // 32-byte k step of Q.K^T is exactly one Q/K scale block and a 32-key P.V step one V block, so each mma goes
   // into a zeroed fp32 partial that is scaled (by a power of two: exact) and added.
   constexpr bool kMx = (kFeatures & RIME_F_MX_INPUTS) != 0;
+  constexpr bool kPaged = (kFeatures & RIME_F_PAGED) != 0;
+  static_assert(!kPaged || kPadding, "paged K/V comes with per-sequence lengths (validation requires padding)");
   constexpr int kVBlocks = kTileKv / 32;  // V scale blocks per KV tile
   static_assert(!kMx || T::kFp8, "MXFP8 inputs are FP8");
   // FP8 decode tiles (16 rows, one warp) skip the shared-memory transpose of V: they compute O^T = V^T P^T,
@@ -77,8 +79,20 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);
 
   const u8* q_base = static_cast<const u8*>(p.q);
-  const u8* k_base = static_cast<const u8*>(p.k) + (i64(b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
-  const u8* v_base = static_cast<const u8*>(p.v) + (i64(b) * p.v_stride[0] + i64(h_kv) * p.v_stride[1]) * kEB;
+  // Dense K/V: the (b, h_kv) plane; paged: the pools' h_kv plane, key j at page_table[b][j / page_size].
+  const u8* k_base = static_cast<const u8*>(p.k) + (i64(kPaged ? 0 : b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
+  const u8* v_base = static_cast<const u8*>(p.v) + (i64(kPaged ? 0 : b) * p.v_stride[0] + i64(h_kv) * p.v_stride[1]) * kEB;
+  const int* page_row = kPaged ? p.page_table + i64(b) * p.page_table_stride : nullptr;
+  // Element offset of key j (< kv_limit) from its plane base. A paged key reads its page id, which the caller
+  // guarantees in [0, num_pages) for every page that holds a key below seq_len_kv[b] (docs/graph-json.md).
+  auto key_offset = [&](int j, const long long(&stride)[3]) -> i64 {
+    if constexpr (kPaged) {
+      const int page = __ldg(page_row + (j >> p.page_size_log2));
+      return i64(page) * stride[0] + i64(j & ((1 << p.page_size_log2) - 1)) * stride[2];
+    } else {
+      return i64(j) * stride[2];
+    }
+  };
 
   auto load_kv = [&](int kt, int stage) {
     constexpr int kChunksK = kDqk * kEB / 16, kChunksV = kDv * kEB / 16;
@@ -87,13 +101,13 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     for (int c = tid; c < kTileKv * kChunksK; c += kThreads) {
       const int r = c / kChunksK, col = c % kChunksK, j = kt * kTileKv + r;
       const bool ok = j < kv_limit;
-      cp_async_16(dk + r * kRowK + col * 16, k_base + (ok ? i64(j) * p.k_stride[2] * kEB + col * 16 : 0), ok);
+      cp_async_16(dk + r * kRowK + col * 16, k_base + (ok ? key_offset(j, p.k_stride) * kEB + col * 16 : 0), ok);
     }
     for (int c = tid; c < kTileKv * kChunksV; c += kThreads) {
       const int r = c / kChunksV, col = c % kChunksV, j = kt * kTileKv + r;
       // Rows past the valid keys are zero-filled: P is 0 there, and 0 * (NaN garbage) would still be NaN.
       const bool ok = j < kv_limit;
-      cp_async_16(dv + r * kRowV + col * 16, v_base + (ok ? i64(j) * p.v_stride[2] * kEB + col * 16 : 0), ok);
+      cp_async_16(dv + r * kRowV + col * 16, v_base + (ok ? key_offset(j, p.v_stride) * kEB + col * 16 : 0), ok);
     }
   };
 

@@ -57,6 +57,10 @@ struct Facts {
   int64_t sf_o_rows = 0, sf_o_cols = 0;  // R and C of sf_o
   bool has_scale_o = false;
   bool decode = false;  // S_q == 1
+  // Paged K/V (a page_table is bound): K and V are pools of num_pages pages of page_size keys; S_kv is then the
+  // longest sequence the table can address, max_pages x page_size (each sequence's length is seq_len_kv[b]).
+  bool paged = false;
+  int64_t page_size = 0, num_pages = 0, max_pages = 0;
   bool split_eligible = false;
   std::string split_ineligible_reason;  // empty when eligible
   float attn_scale = 1.0f;

@@ -31,6 +31,9 @@ enum class Role : int {
   DescaleQ, DescaleK, DescaleV, DescaleS, ScaleS, ScaleO,
   Sink, SeqLenQ, SeqLenKv,
   SfQ, SfK, SfV,
+  // Paged K/V: [B, max_pages_per_seq] INT32 page ids into K and V, which are then page pools
+  // [num_pages, H_kv, page_size, D] (any strides: [num_pages, page_size, H_kv, D] storage is a stride order).
+  PageTable,
   // outputs
   O, Stats, AmaxS, AmaxO, SfO,
 };
@@ -84,11 +87,13 @@ struct SdpaAttributes {
 struct SdpaOperands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv, stats;
+  std::optional<int64_t> page_table;  // paged K/V (docs/graph-json.md): needs padding_mask and both seq lens
 };
 struct SdpaFp8Operands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   int64_t descale_q = 0, descale_k = 0, descale_v = 0, descale_s = 0, scale_s = 0, scale_o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv;
+  std::optional<int64_t> page_table;
   std::optional<int64_t> stats, amax_s, amax_o, sf_o;
 };
 struct SdpaMxfp8Operands {

@@ -83,6 +83,13 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
   }
   f.has_scale_o = graph.operand(Role::ScaleO) != nullptr;
   f.decode = f.S_q == 1;
+  if (const TensorDesc* table = graph.operand(Role::PageTable)) {
+    f.paged = true;
+    f.page_size = k.dims[2];
+    f.num_pages = k.dims[0];
+    f.max_pages = table->dims[1];
+    f.S_kv = f.max_pages * f.page_size;
+  }
   // Split-KV recombines normalized partials through their LSE, which every kernel can produce. Amax_S is the
   // exception: each split normalizes P by its own l, so a max over partial P over-reports, and recovering it
   // would need per-split row maxima in the workspace, which no engine writes.

@@ -26,6 +26,7 @@ constexpr RoleName kRoleNames[] = {
     {Role::SfQ, "SF_Q"},
     {Role::SfK, "SF_K"},
     {Role::SfV, "SF_V"},
+    {Role::PageTable, "page_table"},
     {Role::O, "O"},
     {Role::Stats, "Stats"},
     {Role::AmaxS, "Amax_S"},
@@ -126,11 +127,14 @@ Status Graph::set_op(SdpaOp op) {
 }
 
 Status Graph::sdpa(const SdpaOperands& io, const SdpaAttributes& attributes, std::string op_name) {
-  return set_op(common_op(OpKind::Sdpa, io, attributes, std::move(op_name)));
+  SdpaOp op = common_op(OpKind::Sdpa, io, attributes, std::move(op_name));
+  bind(op, Role::PageTable, io.page_table);
+  return set_op(std::move(op));
 }
 
 Status Graph::sdpa_fp8(const SdpaFp8Operands& io, const SdpaAttributes& attributes, std::string op_name) {
   SdpaOp op = common_op(OpKind::SdpaFp8, io, attributes, std::move(op_name));
+  bind(op, Role::PageTable, io.page_table);
   bind(op, Role::DescaleQ, io.descale_q);
   bind(op, Role::DescaleK, io.descale_k);
   bind(op, Role::DescaleV, io.descale_v);

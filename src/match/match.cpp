@@ -84,6 +84,8 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     return Decline{"min_packed_rows", fmt::format("packed rows S_q x group = {} x {} = {} < {}: its row tiles would run "
                                                   "mostly empty",
                                                   f.S_q, f.group, f.S_q * f.group, row.min_packed_rows)};
+  if (f.paged && !row.paged_kv)
+    return Decline{"paged_kv", fmt::format("paged K/V (page_table, page size {}) not supported", f.page_size)};
   if (f.has_sink && !row.sink) return Decline{"sink", "sink not supported"};
   if (f.wants_stats && !row.stats) return Decline{"stats", "Stats output not supported"};
   if (f.wants_amax_s && !row.amax_s) return Decline{"amax_s", "Amax_S output not supported"};

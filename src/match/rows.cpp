@@ -74,6 +74,7 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.stats = j.at("stats").get<bool>();
     r.amax_s = j.at("amax_s").get<bool>();
     r.amax_o = j.at("amax_o").get<bool>();
+    r.paged_kv = j.value("paged_kv", false);
     const json& split = j.at("split_kv");
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));

@@ -41,6 +41,7 @@ constexpr RoleRule kRoleRules[] = {
     {Role::SfQ, Need::No, Need::No, Need::Req},
     {Role::SfK, Need::No, Need::No, Need::Req},
     {Role::SfV, Need::No, Need::No, Need::Req},
+    {Role::PageTable, Need::Opt, Need::Opt, Need::No},
     {Role::O, Need::Req, Need::Req, Need::Req},
     {Role::Stats, Need::Opt, Need::Opt, Need::Opt},
     {Role::AmaxS, Need::No, Need::Opt, Need::No},
@@ -229,8 +230,12 @@ Status Checker::check_shapes() const {
     return fail(at_tensor(*t(r), "dims"), fmt::format("{}: dims {} do not match {}'s {} {}", t(r)->name,
                                                       dims_str(t(r)->dims), ref, what, want));
   };
-  if (k[0] != q[0]) return mismatch(Role::K, "batch", qn, q[0]);
-  if (v[0] != q[0]) return mismatch(Role::V, "batch", qn, q[0]);
+  // Paged K/V: K and V are page pools [num_pages, H_kv, page_size, D] indexed through the page table, so their
+  // first dim is the pool's page count, not the batch.
+  const TensorDesc* table = t(Role::PageTable);
+  if (!table && k[0] != q[0]) return mismatch(Role::K, "batch", qn, q[0]);
+  if (!table && v[0] != q[0]) return mismatch(Role::V, "batch", qn, q[0]);
+  if (table && v[0] != k[0]) return mismatch(Role::V, "page count", kn, k[0]);
   if (o[0] != q[0]) return mismatch(Role::O, "batch", qn, q[0]);
   if (k[3] != q[3]) return mismatch(Role::K, "head dim", qn, q[3]);
   if (v[1] != k[1]) return mismatch(Role::V, "head count", kn, k[1]);
@@ -241,6 +246,23 @@ Status Checker::check_shapes() const {
   if (q[1] % k[1] != 0)
     return fail(at_tensor(*t(Role::K), "dims"),
                 fmt::format("{}: {} heads do not divide {}'s {} heads (H_q % H_kv must be 0)", kn, k[1], qn, q[1]));
+  if (table) {
+    const int64_t page_size = k[2];
+    if (page_size < 16 || page_size > 256 || (page_size & (page_size - 1)) != 0)
+      return fail(at_tensor(*t(Role::K), "dims"),
+                  fmt::format("{}: page size {} (dims[2] of a paged pool [num_pages, H_kv, page_size, D]) must be "
+                              "a power of two in 16..256",
+                              kn, page_size));
+    if (table->dims.size() != 2 || table->dims[0] != q[0])
+      return fail(at_tensor(*table, "dims"),
+                  fmt::format("{} (page_table): dims {} must be [{}, max_pages_per_seq] (one row of page ids per "
+                              "batch of {})",
+                              table->name, dims_str(table->dims), q[0], qn));
+    if (table->dims[1] * page_size > kMaxDim)
+      return fail(at_tensor(*table, "dims"),
+                  fmt::format("{} (page_table): {} pages of {} keys exceed {} keys per sequence (32-bit)",
+                              table->name, table->dims[1], page_size, kMaxDim));
+  }
   return Status::success();
 }
 
@@ -309,6 +331,7 @@ Status Checker::check_small_operands() const {
                                                      d->name, to_string(r), dims_str(d->dims), B, B));
     RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::INT32));
   }
+  RIME_RETURN_IF_ERROR(expect_dtype(Role::PageTable, DataType::INT32));
   return Status::success();
 }
 
@@ -339,6 +362,10 @@ Status Checker::check_attributes() const {
   if (!a.padding_mask && has_lens)
     return fail(at_role(t(Role::SeqLenQ) ? Role::SeqLenQ : Role::SeqLenKv),
                 "seq_len_q / seq_len_kv are bound but padding_mask is false");
+  if (t(Role::PageTable) && !a.padding_mask)
+    return fail(at_attr("padding_mask"), fmt::format("{} (page_table) is bound but padding_mask is false: paged K/V "
+                                                     "needs each sequence's length (seq_len_kv) and seq_len_q",
+                                                     t(Role::PageTable)->name));
   if (a.split_kv && (*a.split_kv < 1 || *a.split_kv > 1024))
     return fail("/op/knobs/split_kv", fmt::format("split_kv {} is outside 1..1024", *a.split_kv));
   if (a.tile && (a.tile->q < 1 || a.tile->kv < 1 || a.tile->q > 1024 || a.tile->kv > 1024))

@@ -1,7 +1,9 @@
 // GPU tests (label gpu): the engines against the CPU reference with fresh random inputs and poisoned outputs.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <future>
+#include <random>
 #include <thread>
 
 #include "catch.hpp"
@@ -281,6 +283,125 @@ TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]")
   }
   fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90_prepass\n", n, passed, on_wgmma);
   if (gpu->arch_name() == "sm_90a") CHECK(on_wgmma == n);
+}
+
+// Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
+// page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
+// shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
+// boundaries +-1 (make_inputs), masks, split pinned or chosen. Each draw runs against the CPU reference, and
+// against the dense plan of the same graph on K/V gathered through the page table with the same pinned split:
+// the two must write identical bytes.
+TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
+  const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
+  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
+  int passed = 0, identical = 0;
+  for (int i = 0; i < n; ++i) {
+    std::mt19937_64 rng(31000 + i);
+    auto pick = [&](std::initializer_list<int64_t> v) {
+      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+    };
+    const bool fp8 = pick({0, 1}) == 1;
+    const DataType in = fp8 ? DataType::FP8_E4M3 : DataType::BF16;
+    const int64_t B = pick({1, 3, 5}), H_kv = pick({1, 2}), group = pick({1, 4, 8}), H_q = H_kv * group;
+    const int64_t S_q = pick({1, 1, 2, 4, 100}), D = pick({64, 128, 128});
+    const int64_t page = pick({16, 64, 256}), max_pages = pick({1, 3, 8, 20});
+    const int64_t num_pages = pick({0, 1}) ? B * max_pages : B * max_pages / 2 + 1;
+    const bool token_major_pages = pick({0, 1}) == 1;
+    const int mask = static_cast<int>(pick({0, 1, 2}));
+    const int split = static_cast<int>(pick({1, 2, 8}));
+    const std::string what = fmt::format("draw {}: {} B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}",
+                                         i, to_string(in), B, H_q, H_kv, S_q, D, max_pages, page, num_pages,
+                                         token_major_pages ? "NHD" : "HND", mask, split);
+    INFO(what);
+    auto build = [&](bool paged) {
+      Graph g(paged ? "paged" : "dense");
+      int64_t uid = 0;
+      auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
+                     std::vector<int64_t> strides = {}) {
+        if (strides.empty()) strides = TensorDesc::packed_strides(dims);
+        return g.add_tensor({name, ++uid, dims, strides, t, output});
+      };
+      SdpaAttributes a;
+      a.padding_mask = true;
+      a.generate_stats = true;
+      a.split_kv = split;
+      if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
+      if (mask == 2) a.window_left = 40;
+      const int64_t S_kv = max_pages * page;
+      std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
+      if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
+      const int64_t q = add("Q", {B, H_q, S_q, D}, in);
+      const int64_t k = paged ? add("K", pool_dims, in, false, pool_strides) : add("K", {B, H_kv, S_kv, D}, in);
+      const int64_t v = paged ? add("V", pool_dims, in, false, pool_strides) : add("V", {B, H_kv, S_kv, D}, in);
+      const int64_t o = add("O", {B, H_q, S_q, D}, fp8 ? DataType::BF16 : in, true);
+      const int64_t stats = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
+      const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
+      // The table takes a uid of its own, so that every other tensor has the same uid in both graphs (the dense
+      // run reuses the paged run's inputs).
+      std::optional<int64_t> table;
+      if (paged)
+        table = g.add_tensor({"page_table", 100, {B, max_pages}, TensorDesc::packed_strides({B, max_pages}),
+                              DataType::INT32, false});
+      if (fp8) {
+        SdpaFp8Operands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        io.page_table = table;
+        test::add_fp8_scalars(add, io);
+        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+      } else {
+        SdpaOperands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        io.page_table = table;
+        REQUIRE(g.sdpa(io, a, "attn").ok());
+      }
+      return g;
+    };
+    const Graph paged = build(true), dense = build(false);
+    Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
+    INFO(pp.status().to_string() << " / " << dp.status().to_string());
+    REQUIRE(pp.ok());
+    REQUIRE(dp.ok());
+    const testing::TrialInputs pin = testing::make_inputs(paged, 41000 + i);
+    testing::TrialInputs din = pin;
+    const TensorDesc& table = *paged.operand(Role::PageTable);
+    const TensorDesc& lens = *paged.operand(Role::SeqLenKv);
+    din.tensors.erase(table.uid);
+    for (Role role : {Role::K, Role::V}) {
+      const TensorDesc &pool = *paged.operand(role), &flat = *dense.operand(role);
+      std::vector<uint8_t>& out = din.tensors[flat.uid];
+      out.assign(static_cast<size_t>(tensor_storage_bytes(flat)), 0);
+      const int eb = bits_of(in) / 8;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t len =
+            static_cast<int64_t>(reference::load_element(DataType::INT32, pin.tensors.at(lens.uid).data(), b));
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t pg = static_cast<int64_t>(reference::load_element(
+              DataType::INT32, pin.tensors.at(table.uid).data(), b * max_pages + j / page));
+          for (int64_t h = 0; h < H_kv; ++h)
+            std::memcpy(out.data() + reference::offset_of(flat, b, h, j, 0) * eb,
+                        pin.tensors.at(pool.uid).data() + reference::offset_of(pool, pg, h, j % page, 0) * eb,
+                        static_cast<size_t>(D * eb));
+        }
+      }
+    }
+    testing::TrialOptions opt;
+    Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, opt);
+    Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, opt);
+    REQUIRE(pr.ok());
+    REQUIRE(dr.ok());
+    std::string failures;
+    for (const auto& f : pr->failures) failures += "\n  " + f;
+    INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
+    CHECK(pr->passed);
+    CHECK(dr->passed);
+    passed += pr->passed;
+    const int64_t o_uid = paged.operand(Role::O)->uid;
+    const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
+    CHECK(same);
+    identical += same;
+  }
+  fmt::print("paged draws: {} run, {} passed against the reference, {} identical to the dense plan\n", n, passed,
+             identical);
 }
 
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {

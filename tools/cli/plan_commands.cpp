@@ -51,6 +51,10 @@ void print_facts(const Facts& f) {
              to_string(f.k().layout), to_string(f.v().layout), to_string(f.o().layout),
              yes_no(f.q().aligned16 && f.k().aligned16 && f.v().aligned16 && f.o().aligned16));
   fmt::print("  mask      {}\n", f.mask.describe());
+  if (f.paged)
+    fmt::print("  paged     K/V pools of {} pages x {} keys; page table of {} pages per sequence (S_kv {} is the "
+               "longest it addresses; lengths from seq_len_kv)\n",
+               f.num_pages, f.page_size, f.max_pages, f.S_kv);
   std::string outs = "O";
   if (f.wants_stats) outs += f.stats_log2 ? ", Stats (log2)" : ", Stats";
   if (f.wants_amax_s) outs += ", Amax_S";

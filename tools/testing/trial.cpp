@@ -193,12 +193,43 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2) {
       case Role::SeqLenQ:
       case Role::SeqLenKv: {
         const TensorDesc& ref = *g.operand(role == Role::SeqLenQ ? Role::Q : Role::K);
-        const int64_t s = ref.dims[2], n = t.dims[0];
+        const TensorDesc* table = g.operand(Role::PageTable);
+        const bool paged_kv = table && role == Role::SeqLenKv;
+        // Paged: the longest sequence the table addresses, and lengths at page boundaries +-1 among the draws.
+        const int64_t page = paged_kv ? ref.dims[2] : 0;
+        const int64_t s = paged_kv ? table->dims[1] * page : ref.dims[2], n = t.dims[0];
         for (int64_t b = 0; b < n; ++b) {
           int64_t len = std::uniform_int_distribution<int64_t>(0, s)(rng);
+          if (paged_kv && b >= 3) {
+            const int64_t near = page * std::uniform_int_distribution<int64_t>(1, s / page)(rng);
+            const int64_t pick[] = {1, near - 1, near, std::min(s, near + 1), len};
+            len = pick[std::uniform_int_distribution<int>(0, 4)(rng)];
+          }
           if (n >= 3 && b == 0) len = s;  // a full batch
           if (n >= 3 && b == 1) len = 0;  // an empty one
           reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(len));
+        }
+        break;
+      }
+      case Role::PageTable: {
+        // The pool's pages in a shuffled order, sequence after sequence (wrapping, so sequences may share pages
+        // when the pool is smaller than B x max_pages). Entries past a sequence's last page hold an id far out of
+        // the pool: the contract lets a kernel ignore them, and one that reads them fails (memcheck, or NaN).
+        const TensorDesc& pool = *g.operand(Role::K);
+        const TensorDesc& lens = *g.operand(Role::SeqLenKv);
+        const int64_t num_pages = pool.dims[0], page = pool.dims[2];
+        std::vector<int64_t> order(static_cast<size_t>(num_pages));
+        for (int64_t i = 0; i < num_pages; ++i) order[static_cast<size_t>(i)] = i;
+        std::shuffle(order.begin(), order.end(), rng);
+        int64_t next = 0;
+        for (int64_t b = 0; b < t.dims[0]; ++b) {
+          const int64_t len = static_cast<int64_t>(
+              reference::load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b * lens.strides[0]));
+          for (int64_t p = 0; p < t.dims[1]; ++p) {
+            const int64_t id = p * page < len ? order[static_cast<size_t>(next++ % num_pages)] : int64_t{1} << 30;
+            reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0] + p * t.strides[1],
+                                     static_cast<double>(id));
+          }
         }
         break;
       }

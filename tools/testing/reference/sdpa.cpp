@@ -24,6 +24,17 @@ int64_t seq_len(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
   return static_cast<int64_t>(load_element(DataType::INT32, t.at(d->uid).data(), b * d->strides[0]));
 }
 
+// The element offset of (key j, d) of batch b, head h_kv in K or V: dense [B, H_kv, S_kv, D], or with a page
+// table the pool [num_pages, H_kv, page_size, D] at page page_table[b][j / page_size], slot j % page_size.
+int64_t kv_offset(const Graph& g, const Facts& f, const HostTensors& t, const TensorDesc& kv, int64_t b,
+                  int64_t h_kv, int64_t j, int64_t d) {
+  if (!f.paged) return offset_of(kv, b, h_kv, j, d);
+  const TensorDesc& table = *g.operand(Role::PageTable);
+  const int64_t page = static_cast<int64_t>(load_element(
+      DataType::INT32, t.at(table.uid).data(), b * table.strides[0] + (j / f.page_size) * table.strides[1]));
+  return offset_of(kv, page, h_kv, j % f.page_size, d);
+}
+
 // MXFP8 inputs (SPEC section 6): the UE8M0 scale at (r, c) of the F8_128x4 plane (b, h) of a scale tensor.
 double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int64_t h, int64_t r, int64_t c) {
   const TensorDesc& d = *g.operand(role);
@@ -87,7 +98,7 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;
     for (int64_t d = 0; d < f.D_qk; ++d) {
-      double kv = load_element(k.dtype, kb, offset_of(k, b, h_kv, j, d));
+      double kv = load_element(k.dtype, kb, kv_offset(g, f, t, k, b, h_kv, j, d));
       if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
       dot += qrow[d] * kv;
     }
@@ -100,7 +111,7 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
 // V[j, d] with its MXFP8 scale applied.
 double v_value(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h_kv, int64_t j, int64_t d) {
   const TensorDesc& v = *g.operand(Role::V);
-  double x = load_element(v.dtype, t.at(v.uid).data(), offset_of(v, b, h_kv, j, d));
+  double x = load_element(v.dtype, t.at(v.uid).data(), kv_offset(g, f, t, v, b, h_kv, j, d));
   if (f.is_mxfp8) x *= mx_scale(g, t, Role::SfV, b, h_kv, d, j / 32);
   return x;
 }
