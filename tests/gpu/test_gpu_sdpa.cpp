@@ -288,13 +288,13 @@ TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]")
 // Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
 // page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
 // shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
-// boundaries +-1 (make_inputs), masks, split pinned or chosen. Each draw runs against the CPU reference, and
-// against the dense plan of the same graph on K/V gathered through the page table with the same pinned split:
-// the two must write identical bytes.
+// boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
+// dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
+// on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
-  int passed = 0, identical = 0;
+  int passed = 0, identical = 0, same_engine = 0;
   for (int i = 0; i < n; ++i) {
     std::mt19937_64 rng(31000 + i);
     auto pick = [&](std::initializer_list<int64_t> v) {
@@ -395,13 +395,22 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     CHECK(pr->passed);
     CHECK(dr->passed);
     passed += pr->passed;
-    const int64_t o_uid = paged.operand(Role::O)->uid;
-    const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
-    CHECK(same);
-    identical += same;
+    // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
+    // route to another engine (a prefill the Hopper rows serve densely but decline paged): then both only have
+    // to pass the reference, as checked above.
+    const std::string &pe = pp->config().derived.engine, &de = dp->config().derived.engine;
+    INFO("engines: paged " << pe << ", dense " << de);
+    if (pe == de) {
+      const int64_t o_uid = paged.operand(Role::O)->uid;
+      const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
+      CHECK(same);
+      identical += same;
+      ++same_engine;
+    }
   }
-  fmt::print("paged draws: {} run, {} passed against the reference, {} identical to the dense plan\n", n, passed,
-             identical);
+  fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
+             "byte-identical to it\n",
+             n, passed, same_engine, identical);
 }
 
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {
