@@ -80,8 +80,9 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
 
   const u8* q_base = static_cast<const u8*>(p.q);
   // Dense K/V: the (b, h_kv) plane; paged: the pools' h_kv plane, key j at page_table[b][j / page_size].
-  const u8* k_base = static_cast<const u8*>(p.k) + (i64(kPaged ? 0 : b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
-  const u8* v_base = static_cast<const u8*>(p.v) + (i64(kPaged ? 0 : b) * p.v_stride[0] + i64(h_kv) * p.v_stride[1]) * kEB;
+  const i64 kv_b = kPaged ? 0 : b;
+  const u8* k_base = static_cast<const u8*>(p.k) + (kv_b * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
+  const u8* v_base = static_cast<const u8*>(p.v) + (kv_b * p.v_stride[0] + i64(h_kv) * p.v_stride[1]) * kEB;
   const int* page_row = kPaged ? p.page_table + i64(b) * p.page_table_stride : nullptr;
   // Element offset of key j (< kv_limit) from its plane base. A paged key reads its page id, which the caller
   // guarantees in [0, num_pages) for every page that holds a key below seq_len_kv[b] (docs/graph-json.md).

@@ -4,11 +4,11 @@
 // A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
 // other engines) and is three warpgroups:
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
-//     2- or 3-stage ring guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads then transpose each
-//     V tile into V^T (FP8 wgmma takes B k-major only), keys in P's register order, keys past the batch's valid
-//     length zeroed, and signal pv_full; for 16-bit types V is used as it lands (wgmma reads it N-major): the
-//     consumers wait for the TMA itself, or, with per-batch padding, for the producer to zero the rows past the
-//     valid length and signal pv_full.
+//     ring of Smem::stages stages (2) guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads
+//     then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix), keys in P's
+//     register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is used
+//     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding,
+//     for the producer to zero the rows past the valid length and signal pv_full.
 //   consumers (warpgroups 1 and 2, 224 registers): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
 //     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online softmax on it, waits for P.V,
 //     rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of the softmax's block, so the
@@ -160,8 +160,8 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // The FP8 transpose of one V tile (kN keys of kDv bytes, as the TMA wrote it: sub-tiles of kRowV-byte rows) into
 // V^T (kDv rows of kN key bytes, as sub-tiles of row_bytes(kN)-byte rows along the keys, each with the swizzle
 // of its row width), keys permuted within each 16 as pack_p_fp8's P fragment holds them (vt_key_of_position),
-// keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d
-// with one ldmatrix.x4.trans, four byte permutes and one stmatrix.x4:
+// keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d with one ldmatrix.x4.trans, four byte
+// permutes and one stmatrix.x4:
 //   the four 8x8 b16 matrices loaded are keys 0-7 / 8-15 (m & 1) x d 0-15 / 16-31 (m >> 1); transposed, lane
 //   (c = lane / 4, q = lane % 4) holds, per matrix, keys 2q and 2q + 1 of the b16 column c (d 2c and 2c + 1), so
 //   bytes 0 and 2 of matrices 0 and 1 are row d = 2c of V^T at positions 4q .. 4q + 3 (keys 2q, 2q + 1, 8 + 2q,
@@ -341,8 +341,8 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       for (int c = 0; c < kSubs; ++c)
         tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, b,
                     &k_full[s]);
-      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before the
-      // producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
+      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
+      // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
       if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
       mbar_expect_tx(&v_full[s], kVBytes);
 #pragma unroll
