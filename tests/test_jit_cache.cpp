@@ -453,6 +453,24 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
   CHECK(split2->workspace_size() == derived2->workspace_bytes);
 }
 
+TEST_CASE("a paged plan round-trips through its artifact", "[plan][paged]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_paged_decode"));
+  REQUIRE(g.ok());
+  PlanOptions opt;
+  opt.device = DeviceDesc::h200();
+  Result<Plan> plan = Plan::build(g.value(), opt);
+  REQUIRE(plan.ok());
+  CHECK(plan->facts().paged);
+  const std::string artifact = plan->to_json();
+  Result<Plan> loaded = Plan::load(artifact);
+  INFO(loaded.status().to_string());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->facts().paged);
+  CHECK(loaded->graph().operand(Role::PageTable) != nullptr);
+  CHECK(loaded->kernels()[0].key == plan->kernels()[0].key);
+  CHECK(loaded->to_json() == artifact);
+}
+
 TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
   Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
   REQUIRE(g.ok());
