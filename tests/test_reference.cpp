@@ -392,6 +392,20 @@ TEST_CASE("the paged reference equals the dense one on the gathered K/V", "[refe
     }
   }
   CHECK(gathered > 0);
+  // GB/s of a paged run count the keys the sequences hold (K and V, 8 heads x 128 bytes each per key) and the
+  // page ids that address them, not the pools; a dense graph counts every tensor.
+  double expected = 0;
+  for (const TensorDesc& t : paged->tensors())
+    if (t.uid != table.uid && &t != paged->operand(Role::K) && &t != paged->operand(Role::V))
+      expected += static_cast<double>(tensor_storage_bytes(t));
+  for (int64_t b = 0; b < 4; ++b) {
+    const int64_t len = static_cast<int64_t>(load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b));
+    expected += static_cast<double>(len) * 8 * 256 + static_cast<double>((len + 15) / 16) * 4;
+  }
+  CHECK(testing::bytes_moved(paged.value(), pf.value(), in) == expected);
+  double dense_bytes = 0;
+  for (const TensorDesc& t : dense->tensors()) dense_bytes += static_cast<double>(tensor_storage_bytes(t));
+  CHECK(testing::bytes_moved(dense.value(), df.value(), din) == dense_bytes);
   for (int64_t b = 0; b < 4; ++b)
     for (int64_t h = 0; h < 32; ++h) {
       const RowResult a = attention_row(paged.value(), pf.value(), in.tensors, b, h, 0);

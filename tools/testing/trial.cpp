@@ -107,6 +107,27 @@ double attention_flops(const Facts& f) {
   return pairs * static_cast<double>(f.B * f.H_q) * 2.0 * static_cast<double>(f.D_qk + f.D_v);
 }
 
+double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs) {
+  const TensorDesc* table = g.operand(Role::PageTable);
+  const TensorDesc *k = g.operand(Role::K), *v = g.operand(Role::V);
+  double bytes = 0;
+  for (const TensorDesc& t : g.tensors())
+    if (!table || (&t != k && &t != v && &t != table)) bytes += static_cast<double>(tensor_storage_bytes(t));
+  if (table) {
+    const TensorDesc& lens = *g.operand(Role::SeqLenKv);
+    const double key_bytes = static_cast<double>(f.H_kv) * static_cast<double>(f.D_qk * bits_of(k->dtype) / 8 +
+                                                                                f.D_v * bits_of(v->dtype) / 8);
+    for (int64_t b = 0; b < f.B; ++b) {
+      const int64_t len = std::clamp<int64_t>(
+          static_cast<int64_t>(reference::load_element(DataType::INT32, inputs.tensors.at(lens.uid).data(),
+                                                       b * lens.strides[0])),
+          0, f.S_kv);
+      bytes += static_cast<double>(len) * key_bytes + static_cast<double>(ceil_div(len, f.page_size)) * 4.0;
+    }
+  }
+  return bytes;
+}
+
 namespace {
 // splitmix64: decorrelates the per-chunk seeds.
 uint64_t mix_seed(uint64_t x) {
@@ -309,9 +330,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     std::sort(times.begin(), times.end());
     rep.median_ms = times[times.size() / 2];
     rep.tflops = attention_flops(f) / (rep.median_ms * 1e-3) / 1e12;
-    double bytes = 0;
-    for (const TensorDesc& t : g.tensors()) bytes += static_cast<double>(tensor_storage_bytes(t));
-    rep.gbps = bytes / (rep.median_ms * 1e-3) / 1e9;
+    rep.gbps = bytes_moved(g, f, inputs) / (rep.median_ms * 1e-3) / 1e9;
   }
   if (!opt.check) return rep;
   TrialReport checked = check_outputs(g, f, inputs, std::move(rep.outputs), opt);

@@ -64,4 +64,9 @@ TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInp
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
 double attention_flops(const Facts& f);
 
+// The bytes a plan's run moves, for GB/s: every tensor of the graph once, except paged K/V pools, of which only
+// the keys the sequences hold are read (seq_len_kv[b] keys of every kv head, from `inputs`) plus the page-table
+// entries that address them.
+double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs);
+
 }  // namespace rime::testing
