@@ -324,4 +324,27 @@ TEST_CASE("validate() on graphs built in C++", "[validate]") {
   CHECK(s.code() == StatusCode::InvalidGraph);
   CHECK(s.message().find("attn_scale nan is not finite") != std::string::npos);
   CHECK(s.location() == "/op/attributes/attn_scale");
+
+  // Paged K/V through the C++ API: pools [num_pages, H_kv, page_size, D] stored page, token, head, d; the
+  // table's role survives the JSON round trip.
+  Graph paged("paged");
+  const std::vector<int64_t> q_dims{2, 4, 1, 64}, pool{10, 2, 16, 64};
+  const std::vector<int64_t> pool_strides{16 * 2 * 64, 64, 2 * 64, 1};
+  SdpaOperands pio;
+  pio.q = paged.add_tensor({"Q", 1, q_dims, TensorDesc::packed_strides(q_dims), DataType::BF16});
+  pio.k = paged.add_tensor({"K", 2, pool, pool_strides, DataType::BF16});
+  pio.v = paged.add_tensor({"V", 3, pool, pool_strides, DataType::BF16});
+  pio.o = paged.add_tensor({"O", 4, q_dims, TensorDesc::packed_strides(q_dims), DataType::BF16, true});
+  pio.seq_len_q = paged.add_tensor({"seq_len_q", 5, {2}, {1}, DataType::INT32});
+  pio.seq_len_kv = paged.add_tensor({"seq_len_kv", 6, {2}, {1}, DataType::INT32});
+  pio.page_table = paged.add_tensor({"page_table", 7, {2, 5}, {5, 1}, DataType::INT32});
+  SdpaAttributes padded;
+  padded.padding_mask = true;
+  REQUIRE(paged.sdpa(pio, padded).ok());
+  CHECK(validate(paged).ok());
+  Result<Graph> back = graph_from_json(graph_to_json(paged));
+  REQUIRE(back.ok());
+  REQUIRE(back->operand(Role::PageTable) != nullptr);
+  CHECK(back->operand(Role::PageTable)->name == "page_table");
+  CHECK(validate(back.value()).ok());
 }
