@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct Options {
   bool bench = false;
   int iterations = 20;
   std::string inputs_dir, save_dir;
+  std::optional<std::pair<int64_t, int64_t>> kv_lengths;  // --kv-lengths LO:HI
   // cache
   std::string key;                 // cache show
   std::optional<int64_t> max_bytes;  // cache prune

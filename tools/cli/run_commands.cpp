@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
@@ -29,6 +30,10 @@ int cmd_run(const Options& opts) {
     (void)pinned.set_op(op);
     graph = pinned;
   }
+  if (opts.kv_lengths && !graph.operand(Role::SeqLenKv))
+    return report_failure(Status(StatusCode::InvalidArgument,
+                                 "--kv-lengths draws seq_len_kv, and the graph binds none (it needs padding_mask)"),
+                          opts, source);
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
   PlanOptions options;
@@ -75,13 +80,22 @@ int cmd_run(const Options& opts) {
     else fmt::print("execution skipped: {}\n", why);
     return kExitOk;
   }
-  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed);
+  std::optional<testing::LengthRange> kv_lengths;
+  if (opts.kv_lengths) kv_lengths = testing::LengthRange{opts.kv_lengths->first, opts.kv_lengths->second};
+  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed, 2, kv_lengths);
   std::vector<std::string> read;
   if (!opts.inputs_dir.empty()) {
     Status s = testing::read_npy_inputs(graph, opts.inputs_dir, inputs.tensors, read);
     if (!s.ok()) return report_failure(s, opts, source);
     j["inputs_read"] = read;
     if (!opts.json) fmt::print("inputs read from {}: {}\n", opts.inputs_dir, read.empty() ? "none" : fmt::format("{}", fmt::join(read, ", ")));
+    // Lengths read without a page table: the generated table must address the lengths read, not the drawn ones.
+    const auto was_read = [&](Role role) {
+      const TensorDesc* t = graph.operand(role);
+      return t && std::find(read.begin(), read.end(), t->name) != read.end();
+    };
+    if (was_read(Role::SeqLenKv) && graph.operand(Role::PageTable) && !was_read(Role::PageTable))
+      testing::fill_page_table(graph, inputs, opts.seed);
   }
   testing::TrialOptions topt;
   topt.check = !opts.no_check;

@@ -160,7 +160,31 @@ void fill_uniform(DataType dtype, uint8_t* bytes, int64_t span, double lo, doubl
   for (std::thread& t : threads) t.join();
 }
 
-TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2) {
+void fill_page_table(const Graph& g, TrialInputs& inputs, uint64_t seed) {
+  const TensorDesc* table = g.operand(Role::PageTable);
+  if (!table) return;
+  std::mt19937_64 rng(mix_seed(seed ^ 0x5061676554626cull));
+  const TensorDesc& pool = *g.operand(Role::K);
+  const TensorDesc& lens = *g.operand(Role::SeqLenKv);
+  const int64_t num_pages = pool.dims[0], page = pool.dims[2];
+  std::vector<int64_t> order(static_cast<size_t>(num_pages));
+  for (int64_t i = 0; i < num_pages; ++i) order[static_cast<size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<uint8_t>& bytes = inputs.tensors[table->uid];
+  bytes.assign(static_cast<size_t>(tensor_storage_bytes(*table)), 0);
+  int64_t next = 0;
+  for (int64_t b = 0; b < table->dims[0]; ++b) {
+    const int64_t len = static_cast<int64_t>(
+        reference::load_element(DataType::INT32, inputs.tensors.at(lens.uid).data(), b * lens.strides[0]));
+    for (int64_t p = 0; p < table->dims[1]; ++p) {
+      const int64_t id = p * page < len ? order[static_cast<size_t>(next++ % num_pages)] : int64_t{1} << 30;
+      reference::store_element(DataType::INT32, bytes.data(), b * table->strides[0] + p * table->strides[1],
+                               static_cast<double>(id));
+    }
+  }
+}
+
+TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::optional<LengthRange> seq_len_kv) {
   TrialInputs in;
   in.seed = seed;
   std::mt19937_64 rng(seed);
@@ -221,6 +245,12 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2) {
         const int64_t s = paged_kv ? table->dims[1] * page : ref.dims[2], n = t.dims[0];
         for (int64_t b = 0; b < n; ++b) {
           int64_t len = std::uniform_int_distribution<int64_t>(0, s)(rng);
+          if (seq_len_kv && role == Role::SeqLenKv) {  // the caller's mix, for every batch
+            const int64_t hi = std::min(seq_len_kv->hi, s), lo = std::min(seq_len_kv->lo, hi);
+            len = std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+            reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(len));
+            continue;
+          }
           if (paged_kv && b >= 3) {
             const int64_t near = page * std::uniform_int_distribution<int64_t>(1, s / page)(rng);
             const int64_t pick[] = {1, near - 1, near, std::min(s, near + 1), len};
@@ -232,33 +262,14 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2) {
         }
         break;
       }
-      case Role::PageTable: {
-        // The pool's pages in a shuffled order, sequence after sequence (wrapping, so sequences may share pages
-        // when the pool is smaller than B x max_pages). Entries past a sequence's last page hold an id far out of
-        // the pool: the contract lets a kernel ignore them, and one that reads them fails (memcheck, or NaN).
-        const TensorDesc& pool = *g.operand(Role::K);
-        const TensorDesc& lens = *g.operand(Role::SeqLenKv);
-        const int64_t num_pages = pool.dims[0], page = pool.dims[2];
-        std::vector<int64_t> order(static_cast<size_t>(num_pages));
-        for (int64_t i = 0; i < num_pages; ++i) order[static_cast<size_t>(i)] = i;
-        std::shuffle(order.begin(), order.end(), rng);
-        int64_t next = 0;
-        for (int64_t b = 0; b < t.dims[0]; ++b) {
-          const int64_t len = static_cast<int64_t>(
-              reference::load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b * lens.strides[0]));
-          for (int64_t p = 0; p < t.dims[1]; ++p) {
-            const int64_t id = p * page < len ? order[static_cast<size_t>(next++ % num_pages)] : int64_t{1} << 30;
-            reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0] + p * t.strides[1],
-                                     static_cast<double>(id));
-          }
-        }
+      case Role::PageTable:  // after every role: it follows seq_len_kv (fill_page_table)
         break;
-      }
       default:  // descale_s, scale_s: read by no kernel; 1 keeps the reference honest
         for (int64_t i = 0; i < span; ++i) reference::store_element(t.dtype, bytes.data(), i, 1.0);
         break;
     }
   }
+  fill_page_table(g, in, seed);
   return in;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,19 @@ struct TrialInputs {
 // scales in 2^-2 .. 2^2 (mx_scale_log2) with NaN pads.
 // Q/K/V are generated on every core (a 268 MB decode graph took ~11 s on one): see fill_uniform.
 // mx_scale_log2: MXFP8 scales are drawn from 2^-mx_scale_log2 .. 2^mx_scale_log2.
-TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 2);
+// seq_len_kv: when given, every batch's KV length is drawn uniformly in [lo, min(hi, S_kv)] (a serving-like mix,
+// e.g. 1k-32k) instead of [0, S_kv] with one full and one empty batch.
+struct LengthRange {
+  int64_t lo = 0, hi = 0;
+};
+TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 2,
+                        std::optional<LengthRange> seq_len_kv = std::nullopt);
+
+// Paged K/V: fills the page table for the seq_len_kv in `inputs`: the pool's pages in a shuffled order, sequence
+// after sequence (wrapping: sequences share pages when the pool is smaller than B x max_pages); entries past a
+// sequence's last page hold an id far out of the pool, which the contract lets a kernel ignore and a kernel that
+// reads one fails on. make_inputs calls it; call it again after replacing seq_len_kv (rime run --inputs).
+void fill_page_table(const Graph& graph, TrialInputs& inputs, uint64_t seed);
 
 // Elements [0, span) of a tensor of `dtype` (8 bits or wider), uniform in [lo, hi] and rounded to the dtype, on
 // `workers` threads. Chunk c of 65536 elements draws from its own generator seeded by (seed, c), so the bytes
