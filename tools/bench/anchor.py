@@ -27,6 +27,19 @@ SHAPES = [
 ]
 
 
+# Paged FP8 decode (tools/bench/graphs/fp8_paged_decode_*, run with --kv-lengths 1024:32768): only the copy
+# anchor (cuDNN FP8 has no decode plan on Hopper). Its byte count is the expected one of the length mix -- the
+# mean length, 16896 keys, x B x H_kv x (D_qk + D_v) -- plus Q and O; rime counts the keys its inputs drew
+# (testing::bytes_moved), within a few percent of it, and a copy's bandwidth does not depend on the size there.
+PAGED_SHAPES = [
+    # name, B, H_q, H_kv, S_q, D
+    ("paged_decode_b64_h32g8_p16", 64, 32, 8, 1, 128),
+    ("paged_decode_b64_h32g8_p64", 64, 32, 8, 1, 128),
+    ("paged_decode_b64_h32g8_p16_q4", 64, 32, 8, 4, 128),
+]
+PAGED_MEAN_KEYS = (1024 + 32768) // 2
+
+
 def flops(B, Hq, Sq, Skv, D, causal, Dv):
     pairs = Sq * (Sq + 1) / 2 if causal else Sq * Skv
     return pairs * B * Hq * 2 * (D + Dv)
@@ -134,6 +147,15 @@ def main():
                 print(f"{name},{impl},,,,{msg}", flush=True)
                 traceback.print_exc(file=sys.stderr)
             torch.cuda.empty_cache()
+    for name, B, Hq, Hkv, Sq, D in PAGED_SHAPES:
+        nbytes = B * PAGED_MEAN_KEYS * Hkv * 2 * D + B * Hq * Sq * D * 3  # K, V keys; Q (FP8), O (BF16)
+        try:
+            ms = copy_bytes(nbytes)
+            print(f"{name},copy_fp8,{ms:.4f},,{2 * nbytes / ms / 1e6:.1f},", flush=True)
+        except Exception as e:
+            msg = str(e).replace(",", ";").replace("\n", " ")[:160]
+            print(f"{name},copy_fp8,,,,{msg}", flush=True)
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ def main(ours_csv, anchors_csv, outdir):
     rows = []
     for o in ours:
         prec, shape = o["graph"].split("_", 1)
-        decode = shape.startswith("decode")
+        decode = "decode" in shape  # decode_..., paged_decode_...
         ref_impls = ["cudnn_fp8"] if prec == "fp8" else ["torch_cudnn_bf16", "torch_flash_bf16"]
         if decode:  # decode is bandwidth: against a copy of the same bytes first
             ref_impls = [f"copy_{prec}"] + ref_impls
