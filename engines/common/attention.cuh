@@ -139,6 +139,15 @@ __device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[
 }
 
 // O's rows (in the accumulator layout) multiplied by the online softmax's factors.
+// Zeroes an array of fp32 accumulator fragments ([tiles][4]: O before the first tile, S before its first mma).
+template <int kTiles>
+__device__ __forceinline__ void zero_fragments(float (&x)[kTiles][4]) {
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[n][e] = 0.f;
+}
+
 template <int kDT>
 __device__ __forceinline__ void rescale_rows(float (&o_acc)[kDT][4], const float (&alpha)[2]) {
 #pragma unroll

@@ -142,8 +142,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   const u8* sf_v_plane = kMx ? p.sf_v + (i64(b) * p.H_kv + h_kv) * p.sf_v_rows * p.sf_v_cols : nullptr;
 
   float o_acc[kDT][4];
-  for (int d = 0; d < kDT; ++d)
-    for (int e = 0; e < 4; ++e) o_acc[d][e] = 0.f;
+  zero_fragments(o_acc);
   // kVtRegs: O^T accumulators, [16-d m tile][8-row n tile][4]. Element e of m tile 2u + par holds d =
   // 32u + 16 * (e / 2) + 2g + par (even d in tile 2u, odd in 2u + 1) of packed row 8n + 2t + (e & 1).
   float ot[kVtRegs ? kDv / 16 : 1][2][4];
@@ -211,10 +210,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
 
     // S = Q K^T for this warp's 16 rows and kTileKv keys.
     float s[kNT][4];
-#pragma unroll
-    for (int n = 0; n < kNT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+    zero_fragments(s);
     for (int kk = 0; kk < kKSteps; ++kk) {
       u32 a_local[4];
       if constexpr (!kQInRegs)

@@ -4,7 +4,7 @@
 // A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
 // other engines) and is three warpgroups:
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
-//     ring of Smem::stages stages (2) guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads
+//     ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads
 //     then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix), keys in P's
 //     register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is used
 //     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding,
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   u8* sV = smem + kSmem.v;
   u8* sVt = smem + kSmem.vt;
   // The ring: tile j of this CTA's range uses stage j % kStages in phase (j / kStages) % 2 of its barriers.
-  constexpr int kStages = kSmem.stages;
+  constexpr int kStages = rime_ws::kStages;
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
   u64* k_full = bars;                  // [kStages] TMA of K landed
   u64* k_empty = bars + kStages;       // [kStages] both consumers done with K (lane 0 of each of their 8 warps)
@@ -417,14 +417,8 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
 
   float o_acc[kDT][4];
   float s[kNT][4];
-#pragma unroll
-  for (int d = 0; d < kDT; ++d)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o_acc[d][e] = 0.f;
-#pragma unroll
-  for (int n = 0; n < kNT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+  zero_fragments(o_acc);
+  zero_fragments(s);
   float m_run[2] = {neg_inf(), neg_inf()};
   float l_run[2] = {0.f, 0.f};
   constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V

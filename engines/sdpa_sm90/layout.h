@@ -11,11 +11,11 @@ namespace rime_ws {
 constexpr int kThreads = 384;
 constexpr int kConsumers = 2;
 constexpr int kTileQ = 64 * kConsumers;  // packed rows per CTA
-// K / V (/ V^T) ring depth, the most Smem::stages may pick. A third stage (loads of tile j + 2 in flight while
-// the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run: 1.00x-1.03x of the
-// 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf.md, v8): the TMA is not what the consumers wait for.
-// Two stages leave the shared memory to wider KV tiles.
-constexpr int kMaxStages = 2;
+// K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
+// j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
+// 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf.md, v8): the TMA is not what the
+// consumers wait for. Two stages leave the shared memory to wider KV tiles.
+constexpr int kStages = 2;
 
 // Keys per KV tile: 256 for FP8 D 64 (a consumer holds S of 256 keys in 128 registers, O in 32 and P in 32: ptxas
 // places them past the launch's 168 registers, which setmaxnreg raises to 224, without spilling; 6% faster than
@@ -33,29 +33,26 @@ RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) {
 RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) { return bytes_per_row % 128 == 0 ? 128 : 64; }
 
 // Shared memory, byte offsets from the 1024-byte-aligned base (the 128-byte swizzle's atoms are 1024 bytes):
-// Q (kTileQ rows), `stages` K and V tiles, for FP8 `stages` V^T tiles (D rows of tile_kv keys), the mbarriers,
+// Q (kTileQ rows), kStages K and V tiles, for FP8 kStages V^T tiles (D rows of tile_kv keys), the mbarriers,
 // then for block-scaled O the staging area of the two consumers' epilogues when it fits. `total` includes the
 // 1024 bytes the kernel uses to align the dynamic base.
 struct Smem {
-  int stages;
   int q, k, v, vt, barriers, stage, total;
   int k_stage_bytes, v_stage_bytes, vt_stage_bytes, stage_bytes_per_consumer;
   bool staged_epilogue;
 };
 RIME_HOST_DEVICE constexpr int align1024(int x) { return (x + 1023) / 1024 * 1024; }
-RIME_HOST_DEVICE constexpr Smem smem_with_stages(int stages, int elem_bytes, int d_qk, int d_v, bool fp8,
-                                                 bool block_scaled_o, int smem_limit) {
+RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, bool fp8, bool block_scaled_o, int smem_limit) {
   Smem s{};
-  s.stages = stages;
   const int n = tile_kv(elem_bytes, d_qk);
   s.k_stage_bytes = n * d_qk * elem_bytes;
   s.v_stage_bytes = n * d_v * elem_bytes;
   s.vt_stage_bytes = fp8 ? d_v * n : 0;
   s.q = 0;
   s.k = align1024(s.q + kTileQ * d_qk * elem_bytes);
-  s.v = align1024(s.k + stages * s.k_stage_bytes);
-  s.vt = align1024(s.v + stages * s.v_stage_bytes);
-  s.barriers = align1024(s.vt + stages * s.vt_stage_bytes);
+  s.v = align1024(s.k + kStages * s.k_stage_bytes);
+  s.vt = align1024(s.v + kStages * s.v_stage_bytes);
+  s.barriers = align1024(s.vt + kStages * s.vt_stage_bytes);
   const int end = s.barriers + 16 * 8;  // 5 mbarriers per stage used, 16 reserved
   // The staged block-scaled epilogue (common/attention.cuh, BlockStage<64, D_v>): 64 rows of D_v + 4 floats and
   // 64 row records of 24 bytes per consumer.
@@ -64,11 +61,6 @@ RIME_HOST_DEVICE constexpr Smem smem_with_stages(int stages, int elem_bytes, int
   s.staged_epilogue = block_scaled_o && s.stage + kConsumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
   s.total = (s.staged_epilogue ? s.stage + kConsumers * s.stage_bytes_per_consumer : end) + 1024;
   return s;
-}
-// The deepest ring that fits (the staged block-scaled epilogue is given up before a stage is: it costs <= 2%).
-RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, bool fp8, bool block_scaled_o, int smem_limit) {
-  const Smem deep = smem_with_stages(kMaxStages, elem_bytes, d_qk, d_v, fp8, block_scaled_o, smem_limit);
-  return deep.total <= smem_limit ? deep : smem_with_stages(2, elem_bytes, d_qk, d_v, fp8, block_scaled_o, smem_limit);
 }
 
 // The H100/H200 opt-in shared memory per block, which the kernel's compile-time layout is sized against.

@@ -174,14 +174,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
 
   float o_acc[kDT][4];
   float s[kNT][4];  // written by the first S wgmma of each tile (accumulate off); zeroed once for the compiler
-#pragma unroll
-  for (int d = 0; d < kDT; ++d)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o_acc[d][e] = 0.f;
-#pragma unroll
-  for (int n = 0; n < kNT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+  zero_fragments(o_acc);
+  zero_fragments(s);
   float m_run[2] = {neg_inf(), neg_inf()};  // running max of scores (log2 units)
   float l_run[2] = {0.f, 0.f};              // this thread's part of the row sum
 
