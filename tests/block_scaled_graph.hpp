@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "graph_builder.hpp"
 #include "rime/graph.hpp"
 
 namespace rime::test {
@@ -38,12 +39,7 @@ void add_fp8_scalars(AddTensor&& add, SdpaFp8Operands& io) {
 
 inline Graph block_scaled_graph(const BlockScaledCase& c) {
   Graph g(fmt::format("block_scaled_{}_{}", c.block == 16 ? "nvfp4" : "mxfp8", c.token_major ? "token" : "planes"));
-  int64_t uid = 0;
-  auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
-                 std::vector<int64_t> strides = {}) {
-    if (strides.empty()) strides = TensorDesc::packed_strides(dims);
-    return g.add_tensor({name, ++uid, dims, strides, t, output});
-  };
+  TensorAdder add{g};
   SdpaFp8Operands io;
   io.q = add("Q", {c.B, c.H_q, c.S_q, c.D}, DataType::FP8_E4M3);
   io.k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, DataType::FP8_E4M3);
@@ -82,12 +78,7 @@ struct MxInputsCase {
 
 inline Graph mx_inputs_graph(const MxInputsCase& c) {
   Graph g("mx_inputs_" + c.o_format);
-  int64_t uid = 0;
-  auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
-                 std::vector<int64_t> strides = {}) {
-    if (strides.empty()) strides = TensorDesc::packed_strides(dims);
-    return g.add_tensor({name, ++uid, dims, strides, t, output});
-  };
+  TensorAdder add{g};
   auto r128 = [](int64_t x) { return (x + 127) / 128 * 128; };
   auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
   SdpaMxfp8Operands io;

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "graph_builder.hpp"
 #include "rime/graph.hpp"
 #include "rime/rows.hpp"
 
@@ -29,12 +30,7 @@ struct SpecCase {
 
 inline Graph spec_graph(const SpecCase& c) {
   Graph g("spec");
-  int64_t uid = 0;
-  auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
-                 std::vector<int64_t> strides = {}) {
-    if (strides.empty()) strides = TensorDesc::packed_strides(dims);
-    return g.add_tensor({name, ++uid, dims, strides, t, output});
-  };
+  TensorAdder add{g};
   auto r128 = [](int64_t x) { return (x + 127) / 128 * 128; };
   auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
   DataType o_type = DataType::BF16;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -49,6 +50,16 @@ KernelSpec combine(int out, int d, int features, const std::string& arch, int wa
   return KernelSpec{"combine", "combine/kernel.cuh",
                     fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", out, d, features, warps), "CombineParams",
                     arch};
+}
+
+// The plan of an example graph for an H200 (`smem_per_block` overrides its shared memory per block).
+Result<Plan> h200_plan(const std::string& example, std::optional<int> smem_per_block = std::nullopt) {
+  Result<Graph> g = load_graph_file(test::example_path(example));
+  if (!g.ok()) return g.status();
+  PlanOptions opt;
+  opt.device = DeviceDesc::h200();
+  if (smem_per_block) opt.device->smem_per_block = *smem_per_block;
+  return Plan::build(g.value(), opt);
 }
 
 // Compiles on two threads (this machine has two cores) and reports every failure with its log.
@@ -406,11 +417,7 @@ TEST_CASE("prune evicts least-recently-used entries", "[cache]") {
 }
 
 TEST_CASE("a plan round-trips through its artifact without re-running the heuristics", "[plan]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
-  REQUIRE(g.ok());
-  PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  Result<Plan> plan = Plan::build(g.value(), opt);
+  Result<Plan> plan = h200_plan("fp8_decode_gqa");
   REQUIRE(plan.ok());
   REQUIRE(plan->config().decision.split_kv > 2);
   const std::string artifact = plan->to_json();
@@ -454,11 +461,7 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
 }
 
 TEST_CASE("a paged plan round-trips through its artifact", "[plan][paged]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_paged_decode"));
-  REQUIRE(g.ok());
-  PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  Result<Plan> plan = Plan::build(g.value(), opt);
+  Result<Plan> plan = h200_plan("fp8_paged_decode");
   REQUIRE(plan.ok());
   CHECK(plan->facts().paged);
   const std::string artifact = plan->to_json();
@@ -472,11 +475,7 @@ TEST_CASE("a paged plan round-trips through its artifact", "[plan][paged]") {
 }
 
 TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
-  REQUIRE(g.ok());
-  PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  Result<Plan> plan = Plan::build(g.value(), opt);
+  Result<Plan> plan = h200_plan("fp8_decode_gqa");
   REQUIRE(plan.ok());
   const nlohmann::json j = nlohmann::json::parse(plan->to_json());
   auto load_edited = [&](auto&& edit) {
@@ -538,12 +537,8 @@ TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
 }
 
 TEST_CASE("a wgmma plan round-trips with its V^T pre-pass, in launch order", "[plan]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_prefill"));
-  REQUIRE(g.ok());
-  PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  opt.device->smem_per_block = 100 * 1024;  // too little for the warp-specialized engine: the pre-pass engine runs
-  Result<Plan> plan = Plan::build(g.value(), opt);
+  // 100 KB: too little for the warp-specialized engine, the pre-pass engine runs.
+  Result<Plan> plan = h200_plan("fp8_prefill", 100 * 1024);
   REQUIRE(plan.ok());
   REQUIRE(plan->kernels().size() == 2);
   CHECK(plan->kernels()[0].role == "v_transpose");
@@ -562,11 +557,7 @@ TEST_CASE("a wgmma plan round-trips with its V^T pre-pass, in launch order", "[p
 }
 
 TEST_CASE("a warp-specialized plan round-trips: one stage, a grid-constant parameter block", "[plan]") {
-  Result<Graph> g = load_graph_file(test::example_path("fp8_prefill"));
-  REQUIRE(g.ok());
-  PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  Result<Plan> plan = Plan::build(g.value(), opt);
+  Result<Plan> plan = h200_plan("fp8_prefill");
   REQUIRE(plan.ok());
   REQUIRE(plan->kernels().size() == 1);
   CHECK(plan->kernels()[0].engine == "sdpa_sm90_ws");

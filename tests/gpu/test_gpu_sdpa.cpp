@@ -220,10 +220,7 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][ws_edge]") {
     for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
       const bool fp8 = in == DataType::FP8_E4M3;
       Graph g(fmt::format("edge_{}", ran));
-      int64_t uid = 0;
-      auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false) {
-        return g.add_tensor({name, ++uid, dims, TensorDesc::packed_strides(dims), t, output});
-      };
+      test::TensorAdder add{g};
       SdpaAttributes a;
       a.causal = c.causal;
       if (c.bottom_right) a.alignment = DiagonalAlignment::BottomRight;
@@ -315,12 +312,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     INFO(what);
     auto build = [&](bool paged) {
       Graph g(paged ? "paged" : "dense");
-      int64_t uid = 0;
-      auto add = [&](const char* name, std::vector<int64_t> dims, DataType t, bool output = false,
-                     std::vector<int64_t> strides = {}) {
-        if (strides.empty()) strides = TensorDesc::packed_strides(dims);
-        return g.add_tensor({name, ++uid, dims, strides, t, output});
-      };
+      test::TensorAdder add{g};
       SdpaAttributes a;
       a.padding_mask = true;
       a.generate_stats = true;
