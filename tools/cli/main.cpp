@@ -30,6 +30,16 @@ CLI::Validator bytes_validator() {
       "SIZE", "bytes");
 }
 
+// LO:HI, two non-negative integers of at most 10 digits (the validator and the option's callback share it).
+std::optional<std::pair<int64_t, int64_t>> parse_length_range(const std::string& v) {
+  const size_t colon = v.find(':');
+  auto digits = [](const std::string& x) {
+    return !x.empty() && x.size() <= 10 && x.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (colon == std::string::npos || !digits(v.substr(0, colon)) || !digits(v.substr(colon + 1))) return std::nullopt;
+  return std::make_pair(std::stoll(v.substr(0, colon)), std::stoll(v.substr(colon + 1)));
+}
+
 std::string usage_text() {
   return fmt::format(
       "rime {}: compiles scaled-dot-product-attention graphs into cached GPU plans.\n\n"
@@ -113,22 +123,13 @@ int run_command_line(int argc, char** argv) {
   run->add_option("--inputs", o.inputs_dir, "read input tensors from DIR/<name>.npy (the rest are generated)");
   run->add_option("--save", o.save_dir, "write every input and output to DIR/<name>.npy and DIR/tensors.json");
   run->add_option_function<std::string>(
-         "--kv-lengths",
-         [&o](const std::string& v) {
-           const size_t colon = v.find(':');
-           o.kv_lengths = std::make_pair(std::stoll(v.substr(0, colon)), std::stoll(v.substr(colon + 1)));
-         },
+         "--kv-lengths", [&o](const std::string& v) { o.kv_lengths = parse_length_range(v); },
          "draw every sequence's seq_len_kv uniformly in LO:HI (clamped to S_kv), e.g. 1024:32768")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            const size_t colon = v.find(':');
-            auto digits = [](const std::string& x) {
-              return !x.empty() && x.size() <= 10 && x.find_first_not_of("0123456789") == std::string::npos;
-            };
-            if (colon == std::string::npos || !digits(v.substr(0, colon)) || !digits(v.substr(colon + 1)))
-              return "'" + v + "' is not LO:HI (two non-negative integers)";
-            if (std::stoll(v.substr(0, colon)) > std::stoll(v.substr(colon + 1)))
-              return "'" + v + "': LO is above HI";
+            const auto range = parse_length_range(v);
+            if (!range) return "'" + v + "' is not LO:HI (two non-negative integers)";
+            if (range->first > range->second) return "'" + v + "': LO is above HI";
             return {};
           },
           "LO:HI", "lengths"));
