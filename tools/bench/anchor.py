@@ -4,6 +4,7 @@ frontend's Python graph API), torch SDPA in BF16 (flash and cuDNN backends), and
 device-to-device copy of the bytes our FP8 and BF16 decode plans move. Prints CSV rows
 `shape,impl,ms,tflops,gbps,note` on stdout. Shapes mirror tools/bench/graphs/*.json."""
 import math
+import os
 import sys
 import traceback
 
@@ -27,17 +28,24 @@ SHAPES = [
 ]
 
 
-# Paged FP8 decode (tools/bench/graphs/fp8_paged_decode_*, run with --kv-lengths 1024:32768): only the copy
-# anchor (cuDNN FP8 has no decode plan on Hopper). Its byte count is the expected one of the length mix -- the
-# mean length, 16896 keys, x B x H_kv x (D_qk + D_v) -- plus Q and O; rime counts the keys its inputs drew
-# (testing::bytes_moved), within a few percent of it, and a copy's bandwidth does not depend on the size there.
+# Paged FP8 decode (tools/bench/graphs/fp8_paged_decode_*, run with the --kv-lengths LO:HI of their .args file):
+# only the copy anchor (cuDNN FP8 has no decode plan on Hopper). Its byte count is the expected one of the length
+# mix -- the mean length (LO + HI) / 2 x B x H_kv x (D_qk + D_v) -- plus Q and O; rime counts the keys its inputs
+# drew (testing::bytes_moved), within a few percent of it, and a copy's bandwidth does not depend on the size there.
 PAGED_SHAPES = [
     # name, B, H_q, H_kv, S_q, D
     ("paged_decode_b64_h32g8_p16", 64, 32, 8, 1, 128),
     ("paged_decode_b64_h32g8_p64", 64, 32, 8, 1, 128),
     ("paged_decode_b64_h32g8_p16_q4", 64, 32, 8, 4, 128),
 ]
-PAGED_MEAN_KEYS = (1024 + 32768) // 2
+GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
+
+
+def mean_kv_length(name):
+    """The mean of the --kv-lengths LO:HI range in graphs/fp8_<name>.args."""
+    args = open(os.path.join(GRAPHS, f"fp8_{name}.args")).read().split()
+    lo, hi = (int(x) for x in args[args.index("--kv-lengths") + 1].split(":"))
+    return (lo + hi) // 2
 
 
 def flops(B, Hq, Sq, Skv, D, causal, Dv):
@@ -148,8 +156,8 @@ def main():
                 traceback.print_exc(file=sys.stderr)
             torch.cuda.empty_cache()
     for name, B, Hq, Hkv, Sq, D in PAGED_SHAPES:
-        nbytes = B * PAGED_MEAN_KEYS * Hkv * 2 * D + B * Hq * Sq * D * 3  # K, V keys; Q (FP8), O (BF16)
         try:
+            nbytes = B * mean_kv_length(name) * Hkv * 2 * D + B * Hq * Sq * D * 3  # K, V keys; Q (FP8), O (BF16)
             ms = copy_bytes(nbytes)
             print(f"{name},copy_fp8,{ms:.4f},,{2 * nbytes / ms / 1e6:.1f},", flush=True)
         except Exception as e:
