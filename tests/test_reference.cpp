@@ -13,6 +13,7 @@
 #include "rime/json.hpp"
 #include "testing/trial.hpp"
 #include "block_scaled_graph.hpp"
+#include "paged_gather.hpp"
 #include "test_paths.hpp"
 
 using namespace rime;
@@ -367,30 +368,9 @@ TEST_CASE("the paged reference equals the dense one on the gathered K/V", "[refe
   REQUIRE(dense.ok());
   Result<Facts> df = analyze(dense.value(), DeviceDesc::h200());
   REQUIRE(df.ok());
-  testing::TrialInputs din = in;
-  const TensorDesc& table = *paged->operand(Role::PageTable);
-  din.tensors.erase(table.uid);
-  const TensorDesc& lens = *paged->operand(Role::SeqLenKv);
   int64_t gathered = 0;
-  for (Role role : {Role::K, Role::V}) {
-    const TensorDesc &pool = *paged->operand(role), &flat = *dense->operand(role);
-    std::vector<uint8_t>& out = din.tensors[flat.uid];
-    out.assign(static_cast<size_t>(tensor_storage_bytes(flat)), 0);
-    for (int64_t b = 0; b < 4; ++b) {
-      const int64_t len = static_cast<int64_t>(load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b));
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t page = static_cast<int64_t>(
-            load_element(DataType::INT32, in.tensors.at(table.uid).data(), b * 64 + j / 16));
-        REQUIRE(page >= 0);
-        REQUIRE(page < 200);
-        for (int64_t h = 0; h < 8; ++h)
-          for (int64_t d = 0; d < 128; ++d)
-            out[static_cast<size_t>(offset_of(flat, b, h, j, d))] =
-                in.tensors.at(pool.uid)[static_cast<size_t>(offset_of(pool, page, h, j % 16, d))];
-        ++gathered;
-      }
-    }
-  }
+  const testing::TrialInputs din = test::gather_paged_inputs(paged.value(), dense.value(), in, gathered);
+  const TensorDesc &table = *paged->operand(Role::PageTable), &lens = *paged->operand(Role::SeqLenKv);
   CHECK(gathered > 0);
   // GB/s of a paged run count the keys the sequences hold (K and V, 8 heads x 128 bytes each per key) and the
   // page ids that address them, not the pools; a dense graph counts every tensor.

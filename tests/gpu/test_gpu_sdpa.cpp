@@ -10,6 +10,7 @@
 #include "test_paths.hpp"
 #include "graph/geometry.hpp"
 #include "block_scaled_graph.hpp"
+#include "paged_gather.hpp"
 #include "random_graph.hpp"
 #include "testing/reference/formats.hpp"
 #include "rime/json.hpp"
@@ -354,28 +355,9 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     REQUIRE(pp.ok());
     REQUIRE(dp.ok());
     const testing::TrialInputs pin = testing::make_inputs(paged, 41000 + i);
-    testing::TrialInputs din = pin;
-    const TensorDesc& table = *paged.operand(Role::PageTable);
-    const TensorDesc& lens = *paged.operand(Role::SeqLenKv);
-    din.tensors.erase(table.uid);
-    for (Role role : {Role::K, Role::V}) {
-      const TensorDesc &pool = *paged.operand(role), &flat = *dense.operand(role);
-      std::vector<uint8_t>& out = din.tensors[flat.uid];
-      out.assign(static_cast<size_t>(tensor_storage_bytes(flat)), 0);
-      const int eb = bits_of(in) / 8;
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t len =
-            static_cast<int64_t>(reference::load_element(DataType::INT32, pin.tensors.at(lens.uid).data(), b));
-        for (int64_t j = 0; j < len; ++j) {
-          const int64_t pg = static_cast<int64_t>(reference::load_element(
-              DataType::INT32, pin.tensors.at(table.uid).data(), b * max_pages + j / page));
-          for (int64_t h = 0; h < H_kv; ++h)
-            std::memcpy(out.data() + reference::offset_of(flat, b, h, j, 0) * eb,
-                        pin.tensors.at(pool.uid).data() + reference::offset_of(pool, pg, h, j % page, 0) * eb,
-                        static_cast<size_t>(D * eb));
-        }
-      }
-    }
+    int64_t gathered = 0;
+    const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
+    REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
     testing::TrialOptions opt;
     Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, opt);
     Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, opt);
