@@ -131,8 +131,12 @@ def copy_bytes(nbytes):
 
 
 def main():
+    # RIME_ANCHOR_ONLY=SUBSTRING times only the shapes whose name contains it (a focused device run).
+    only = os.environ.get("RIME_ANCHOR_ONLY", "")
     print("shape,impl,ms,tflops,gbps,note")
     for name, B, Hq, Hkv, Sq, Skv, D, causal, Dv in SHAPES:
+        if only not in name:
+            continue
         decode = Sq == 1
         f = flops(B, Hq, Sq, Skv, D, causal, Dv)
         fp8_bytes = B * (Hq * Sq * D + Hkv * Skv * (D + Dv)) + B * Hq * Sq * Dv * (2 if decode else 1)
@@ -156,6 +160,8 @@ def main():
                 traceback.print_exc(file=sys.stderr)
             torch.cuda.empty_cache()
     for name, B, Hq, Hkv, Sq, D in PAGED_SHAPES:
+        if only not in name:
+            continue
         try:
             nbytes = B * mean_kv_length(name) * Hkv * 2 * D + B * Hq * Sq * D * 3  # K, V keys; Q (FP8), O (BF16)
             ms = copy_bytes(nbytes)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The benchmark of issue 5 on the GPU: our plans over tools/bench/graphs and, in the same run, the anchors.
-#   tools/bench/run.sh RIME_BINARY OUTDIR
+#   tools/bench/run.sh RIME_BINARY OUTDIR      (RIME_BENCH_GLOB=PATTERN: only graphs/PATTERN.json; default all)
 # Writes OUTDIR/ours.csv, anchors.csv, bench.csv, bench.png and prints the markdown table (docs/perf.md).
 set -uo pipefail
 rime=${1:-build/rime}; out=${2:-bench-out}; here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 echo "graph,plan,ms,tflops,gbps" > "$out/ours.csv"
-for f in "$here"/graphs/*.json; do
+for f in "$here"/graphs/${RIME_BENCH_GLOB:-*}.json; do
   name=$(basename "$f" .json)
   # graphs/NAME.args: extra `rime run` options of that row (the paged decode rows' length mix).
   args=$(cat "${f%.json}.args" 2>/dev/null)
