@@ -30,6 +30,9 @@ SplitChoice choose_split_kv(const SplitProblem& p, const SplitCostModel& m) {
       choice.split = c.split;
     }
   }
+  if (p.lengths_vary)
+    for (const SplitScore& c : choice.candidates)
+      if (c.cost <= best * (1.0 + m.varying_lengths_slack)) choice.split = std::max(choice.split, c.split);
   return choice;
 }
 

@@ -15,6 +15,9 @@ struct SplitCostModel {
   // Cost of the combine per split per row-wave, in KV tiles. Provisional. The upstream worked example (148 SMs,
   // B=1, H=4, S_q=128, S_kv=2048, tiles of 128) picks split 8 for any c_combine < 0.125.
   double c_combine = 0.0625;
+  // With per-sequence lengths: how much more than the minimum cost (at full lengths) a larger split may cost and
+  // still be chosen. Provisional, measured on the paged decode rows (docs/perf.md).
+  double varying_lengths_slack = 0.06;
 };
 
 struct SplitProblem {
@@ -26,6 +29,13 @@ struct SplitProblem {
   // CTAs one SM runs at once. The upstream model assumes 1; our decode CTAs are one warp and several share an
   // SM, so a wave holds sm_count * ctas_per_sm CTAs.
   int ctas_per_sm = 1;
+  // Per-sequence lengths (padding, paged K/V): the kernels then cut every sequence's keys into chunks of the
+  // same size (kv_tiles / s of the longest possible sequence, docs/serving.md), so a short sequence's trailing
+  // CTAs exit at once and a long one gets up to s CTAs. The cost model only sees full lengths; the lengths the
+  // plan will meet are device data it cannot see. A larger split costs little at full lengths (more, shorter
+  // CTAs in more waves) and bounds the tail of an uneven batch (the longest sequence's CTAs each walk
+  // kv_tiles / s tiles), so with varying lengths the largest split within the slack of the minimum wins.
+  bool lengths_vary = false;
 };
 
 struct SplitScore {
@@ -43,7 +53,8 @@ int64_t next_pow2(int64_t x);
 
 // Candidates s = 1, 2, 4, ... up to min(next_pow2(SMs), kv_tiles / 2) (and in `allowed`);
 // waves(s) = ceil(ctas * s / (SMs * ctas_per_sm)); cost(s) = waves(s) * (ceil(kv_tiles / s) + c_tile)
-//   + ceil(rows / SMs) * s * c_combine. The minimum wins; ties go to the smaller s.
+//   + ceil(rows / SMs) * s * c_combine. The minimum wins; ties go to the smaller s. With lengths_vary, the
+//   largest s whose cost is within (1 + varying_lengths_slack) of the minimum wins.
 SplitChoice choose_split_kv(const SplitProblem& problem, const SplitCostModel& model = {});
 
 }  // namespace rime::heuristics

@@ -1,4 +1,6 @@
 // The heuristics are pure functions: table-driven tests on the CPU.
+#include <algorithm>
+
 #include "catch.hpp"
 #include "heuristics/split_kv.hpp"
 #include "heuristics/tile.hpp"
@@ -64,6 +66,27 @@ TEST_CASE("split counts the row does not allow are not candidates", "[heuristics
   SplitChoice c = choose_split_kv({8, 2048, 32, 132, {1, 4}});
   for (const auto& s : c.candidates) CHECK((s.split == 1 || s.split == 4));
   CHECK(c.split == 4);
+}
+
+TEST_CASE("with per-sequence lengths the largest split within the slack wins", "[heuristics]") {
+  // The paged decode bench row: B64 H32/8 S_kv 32768 in 32-key tiles, one-warp CTAs 8 per SM on 132 SMs.
+  SplitProblem p{512, 1024, 64 * 32, 132, kPow2, 8};
+  const SplitChoice fixed = choose_split_kv(p);
+  CHECK(fixed.split == 2);  // at full lengths one wave of 512-tile CTAs is the minimum
+  p.lengths_vary = true;
+  const SplitChoice varying = choose_split_kv(p);
+  const SplitCostModel model;
+  double best = 1e300;
+  for (const auto& s : varying.candidates) best = std::min(best, s.cost);
+  for (const auto& s : varying.candidates) {
+    INFO("split " << s.split << " cost " << s.cost << " best " << best);
+    if (s.split > varying.split) CHECK(s.cost > best * (1 + model.varying_lengths_slack));
+    if (s.split == varying.split) CHECK(s.cost <= best * (1 + model.varying_lengths_slack));
+  }
+  CHECK(varying.split == 16);  // 544 <= 516 x 1.06; split 32 costs 576
+  // Without a second candidate within the slack the minimum stays: one KV tile pair, one split.
+  SplitProblem tiny{4, 2, 4, 132, kPow2, 1, true};
+  CHECK(choose_split_kv(tiny).split == 1);
 }
 
 namespace {

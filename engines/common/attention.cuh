@@ -42,7 +42,12 @@ __device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) 
 // The KV tiles [begin, end) that the row tile of packed rows [row0, row0 + kTileQ) visits: the union of its
 // rows' unmasked keys, and under split this split's chunk of them (SPEC section 3: near-equal chunks, the
 // remainder to the leading splits; a chunk past the end is empty).
-template <int kTileQ, int kTileKv, bool kMask, bool kSplit>
+// With per-sequence lengths (kPerSequence) the chunks are cut from the tensor's key extent S_kv (the longest a
+// sequence may be) instead of this sequence's own length, then clipped to it: every chunk of every sequence
+// holds at most the same number of tiles, and a short sequence's trailing chunks are empty. Cut from each
+// sequence's own length, one 32k sequence among 1k ones ran as many CTAs as each short one, each 32 times
+// longer: the batch ran at the speed of its longest sequence (docs/serving.md, "Split balancing").
+template <int kTileQ, int kTileKv, bool kMask, bool kSplit, bool kPerSequence>
 __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchExtent& e, int row0, int split,
                                               int& begin, int& end) {
   int tile_lo = 0, tile_hi = 0;
@@ -58,9 +63,14 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   begin = tile_lo;
   end = tile_hi;
   if (kSplit) {
-    const int n = tile_hi - tile_lo, per = n / p.num_splits, rem = n % p.num_splits;
+    const int grid_hi = kPerSequence ? max(tile_hi, (p.S_kv + kTileKv - 1) / kTileKv) : tile_hi;
+    const int n = grid_hi - tile_lo, per = n / p.num_splits, rem = n % p.num_splits;
     begin = tile_lo + split * per + min(split, rem);
     end = begin + per + (split < rem ? 1 : 0);
+    if (kPerSequence) {
+      end = min(end, tile_hi);
+      begin = min(begin, end);
+    }
   }
 }
 

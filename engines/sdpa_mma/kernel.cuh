@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   const BatchExtent ext = batch_extent<kPadding>(p, b);
   const int kv_limit = ext.kv_limit;
   int kt_begin, kt_end;
-  kv_tile_range<kTileQ, kTileKv, kMask, kSplit>(p, ext, row0, split, kt_begin, kt_end);
+  kv_tile_range<kTileQ, kTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   // The two rows this thread holds in every accumulator: warp row g and g + 8.
   const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);
 

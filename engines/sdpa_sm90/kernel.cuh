@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   const int row0 = q_tile * rime_ws::kTileQ;
   const BatchExtent ext = batch_extent<kPadding>(p, b);
   int kt_begin, kt_end;
-  kv_tile_range<rime_ws::kTileQ, kN, kMask, kSplit>(p, ext, row0, split, kt_begin, kt_end);
+  kv_tile_range<rime_ws::kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   const int n_tiles = kt_end - kt_begin;
 
   if (tid == 0) {

@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
 
   const BatchExtent ext = batch_extent<kPadding>(p, b);
   int kt_begin, kt_end;
-  kv_tile_range<kWgmmaTileQ, kWgmmaTileKv, kMask, kSplit>(p, ext, row0, split, kt_begin, kt_end);
+  kv_tile_range<kWgmmaTileQ, kWgmmaTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   // Warp w of the CTA holds packed rows 16w .. 16w + 15 (warpgroup wg rows 64wg + 16(w % 4) ..): the wgmma
   // accumulator of a warpgroup gives its warp w % 4 rows 16(w % 4) + g and + 8.
   const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);

@@ -52,10 +52,14 @@ Result<Config> choose_for_row(const Facts& f, const CapabilityRow& row) {
       if (s <= 1 || engine->derive(f, row, trial).ok()) sp.allowed.push_back(s);
     }
     sp.ctas_per_sm = heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads), f.device.smem_per_sm);
+    sp.lengths_vary = f.mask.padding;
     const heuristics::SplitChoice sc = heuristics::choose_split_kv(sp);
     d.split_kv = sc.split;
     for (const auto& s : sc.candidates) d.split_candidates.push_back({s.split, s.waves, s.cost});
-    d.split_reason = "lowest wave/tile cost";
+    d.split_reason = sp.lengths_vary
+                         ? fmt::format("per-sequence lengths: the largest split within {:.0f}% of the lowest wave/tile cost",
+                                       100 * heuristics::SplitCostModel{}.varying_lengths_slack)
+                         : "lowest wave/tile cost";
   }
   Result<Derived> derived = derive(f, d);
   if (!derived.ok()) return derived.status();
