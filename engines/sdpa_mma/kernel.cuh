@@ -95,10 +95,52 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     }
   };
 
+  constexpr int kChunksK = kDqk * kEB / 16, kChunksV = kDv * kEB / 16;
+  // Paged K/V by 16-key groups: a page holds a multiple of 16 keys (validation) and a group starts on a multiple
+  // of 16, so its keys share one page. One page-id load per group and tile, shared by K and V, and a chunk's
+  // address is its group's base plus a per-thread offset and a constant step. Loading one id per 16-byte chunk
+  // (16 loads and 64-bit products per thread and 32-key tile at D 128 FP8) held paged decode to 59% of copy
+  // bandwidth at full lengths, where the dense decode of the same kernel reaches 92%: that decode is bound by
+  // instruction issue (docs/perf.md). Needs a CTA pass of rows to stay inside a group (rows per pass divide 16);
+  // other shapes keep the per-chunk ids (kGroupedPages false).
+  constexpr int kRowsPassK = kThreads / kChunksK, kRowsPassV = kThreads / kChunksV;
+  constexpr bool kGroupedPages = kPaged && kThreads % kChunksK == 0 && kThreads % kChunksV == 0 &&
+                                 16 % kRowsPassK == 0 && 16 % kRowsPassV == 0 && kTileKv % 16 == 0;
+  constexpr int kGroups = kTileKv / 16;
+  const i64 k_thread_off = i64(tid / kChunksK) * p.k_stride[2] * kEB + (tid % kChunksK) * 16;
+  const i64 v_thread_off = i64(tid / kChunksV) * p.v_stride[2] * kEB + (tid % kChunksV) * 16;
+  const i64 k_step = i64(kRowsPassK) * p.k_stride[2] * kEB, v_step = i64(kRowsPassV) * p.v_stride[2] * kEB;
+
   auto load_kv = [&](int kt, int stage) {
-    constexpr int kChunksK = kDqk * kEB / 16, kChunksV = kDv * kEB / 16;
     u8* dk = sK + stage * kTileKv * kRowK;
     u8* dv = sV + stage * kTileKv * kRowV;
+    if constexpr (kGroupedPages) {
+      const int slot_mask = (1 << p.page_size_log2) - 1;
+      const u8* k_group[kGroups];
+      const u8* v_group[kGroups];
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int j0 = kt * kTileKv + 16 * g;
+        const int page = j0 < kv_limit ? __ldg(page_row + (j0 >> p.page_size_log2)) : 0;
+        // The group's key 0 sits at slot j0 & slot_mask of its page; the thread's rows are counted from the tile.
+        const i64 slot0 = i64(j0 & slot_mask) - 16 * g;
+        k_group[g] = k_base + (i64(page) * p.k_stride[0] + slot0 * p.k_stride[2]) * kEB + k_thread_off;
+        v_group[g] = v_base + (i64(page) * p.v_stride[0] + slot0 * p.v_stride[2]) * kEB + v_thread_off;
+      }
+#pragma unroll
+      for (int n = 0; n < kTileKv * kChunksK / kThreads; ++n) {
+        const int r = tid / kChunksK + n * kRowsPassK;
+        const bool ok = kt * kTileKv + r < kv_limit;
+        cp_async_16(dk + r * kRowK + (tid % kChunksK) * 16, ok ? k_group[n * kRowsPassK / 16] + n * k_step : k_base, ok);
+      }
+#pragma unroll
+      for (int n = 0; n < kTileKv * kChunksV / kThreads; ++n) {
+        const int r = tid / kChunksV + n * kRowsPassV;
+        const bool ok = kt * kTileKv + r < kv_limit;  // rows past the valid keys are zero-filled (see below)
+        cp_async_16(dv + r * kRowV + (tid % kChunksV) * 16, ok ? v_group[n * kRowsPassV / 16] + n * v_step : v_base, ok);
+      }
+      return;
+    }
     for (int c = tid; c < kTileKv * kChunksK; c += kThreads) {
       const int r = c / kChunksK, col = c % kChunksK, j = kt * kTileKv + r;
       const bool ok = j < kv_limit;
