@@ -17,7 +17,7 @@ struct SplitCostModel {
   double c_combine = 0.0625;
   // With per-sequence lengths: how much more than the minimum cost (at full lengths) a larger split may cost and
   // still be chosen. Provisional, measured on the paged decode rows (docs/perf.md).
-  double varying_lengths_slack = 0.06;
+  double varying_lengths_slack = 0.15;
 };
 
 struct SplitProblem {
