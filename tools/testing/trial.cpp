@@ -109,20 +109,21 @@ double attention_flops(const Facts& f) {
 
 double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs) {
   const TensorDesc* table = g.operand(Role::PageTable);
+  const TensorDesc* lens = g.operand(Role::SeqLenKv);
   const TensorDesc *k = g.operand(Role::K), *v = g.operand(Role::V);
   double bytes = 0;
   for (const TensorDesc& t : g.tensors())
-    if (!table || (&t != k && &t != v && &t != table)) bytes += static_cast<double>(tensor_storage_bytes(t));
-  if (table) {
-    const TensorDesc& lens = *g.operand(Role::SeqLenKv);
+    if (!lens || (&t != k && &t != v && &t != table)) bytes += static_cast<double>(tensor_storage_bytes(t));
+  if (lens) {
     const double key_bytes = static_cast<double>(f.H_kv) * static_cast<double>(f.D_qk * bits_of(k->dtype) / 8 +
                                                                                 f.D_v * bits_of(v->dtype) / 8);
     for (int64_t b = 0; b < f.B; ++b) {
       const int64_t len = std::clamp<int64_t>(
-          static_cast<int64_t>(reference::load_element(DataType::INT32, inputs.tensors.at(lens.uid).data(),
-                                                       b * lens.strides[0])),
+          static_cast<int64_t>(reference::load_element(DataType::INT32, inputs.tensors.at(lens->uid).data(),
+                                                       b * lens->strides[0])),
           0, f.S_kv);
-      bytes += static_cast<double>(len) * key_bytes + static_cast<double>(ceil_div(len, f.page_size)) * 4.0;
+      bytes += static_cast<double>(len) * key_bytes;
+      if (table) bytes += static_cast<double>(ceil_div(len, f.page_size)) * 4.0;
     }
   }
   return bytes;
@@ -308,7 +309,9 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     CUstream s;
     ~StreamGuard() { cuda()->cuStreamDestroy(s); }
   } guard{stream};
-  RIME_RETURN_IF_ERROR(plan.execute(buffers, workspace, stream));
+  ExecuteOptions first_run;
+  first_run.check_indices = opt.check_indices;
+  RIME_RETURN_IF_ERROR(plan.execute(buffers, workspace, stream, first_run));
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamSynchronize(stream), "executing the plan"));
 
   TrialReport rep;

@@ -45,6 +45,9 @@ void fill_uniform(DataType dtype, uint8_t* bytes, int64_t span, double lo, doubl
 struct TrialOptions {
   int64_t max_reference_rows = 4096;  // larger problems are checked on a random sample of rows
   bool check = true;
+  // The first execute runs in checked-indices mode (ExecuteOptions::check_indices): a bad length or page id is
+  // the run's error instead of an out-of-bounds read. The timed executes do not check.
+  bool check_indices = false;
   int timing_iterations = 0;  // > 0: time that many executes after warm-up (median of CUDA events)
   // > 0: also compare O with reference::attention_row_fp8_p on KV tiles of this many keys (a diagnostic that
   // separates kernel errors from the E4M3 rounding of P); fills the report's emulated_* fields.
@@ -77,9 +80,9 @@ TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInp
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
 double attention_flops(const Facts& f);
 
-// The bytes a plan's run moves, for GB/s: every tensor of the graph once, except paged K/V pools, of which only
-// the keys the sequences hold are read (seq_len_kv[b] keys of every kv head, from `inputs`) plus the page-table
-// entries that address them.
+// The bytes a plan's run moves, for GB/s: every tensor of the graph once, except K and V with per-sequence
+// lengths (padded tensors, paged pools), of which only the keys the sequences hold are read (seq_len_kv[b] keys
+// of every kv head, from `inputs`), plus for paged pools the page-table entries that address them.
 double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs);
 
 }  // namespace rime::testing
