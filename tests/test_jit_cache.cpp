@@ -182,6 +182,18 @@ TEST_CASE("the portable engines compile for sm_80, sm_89, sm_100a and sm_120a", 
   compile_all(specs);
 }
 
+TEST_CASE("the checked-indices kernel compiles for sm_80 and sm_90a", "[jit]") {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (int paged : {0, 1}) {
+      KernelSpec spec{"index_check", "common/index_check.cuh", fmt::format("rime_dev::check_indices<{}>", paged),
+                      "IndexCheckParams", arch};
+      Result<CompiledKernel> k = compile_uncached(spec);
+      INFO(arch << " paged " << paged << ": " << (k.ok() ? "" : k.status().message()));
+      REQUIRE(k.ok());
+      CHECK_FALSE(k->cubin.empty());
+    }
+}
+
 TEST_CASE("a compile error returns CompileFailed with the log and the kernel name", "[jit]") {
   KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // head dim 80: static_assert
   Result<CompiledKernel> k = compile_uncached(bad);

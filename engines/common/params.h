@@ -90,6 +90,18 @@ struct CombineParams {
   int sf_layout, sf_rows, sf_cols;
 };
 
+// The checked-indices kernel (engines/common/index_check.cuh): the data of one plan's per-sequence lengths and
+// page table, and the word that receives the first bad entry.
+struct IndexCheckParams {
+  const int* seq_len_q;   // nullptr: the graph has none
+  const int* seq_len_kv;
+  const int* page_table;  // nullptr: K/V are not paged
+  long long page_table_stride;
+  int B, S_q, S_kv;
+  int page_size_log2, num_pages;
+  unsigned long long* first_bad;  // (b << 32) | (entry + 1), entry -1 for a length; all ones: none
+};
+
 // A TMA descriptor (the driver's CUtensorMap) as the kernels see it: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) RimeTensorMap {
   unsigned long long opaque[16];

@@ -36,6 +36,17 @@ struct KernelInfo {
   int64_t cubin_bytes = 0;
 };
 
+// Options of one execute.
+struct ExecuteOptions {
+  // Checked indices: before the plan's kernels, verify on the device, in stream order, the data the graph cannot
+  // validate (docs/graph-json.md): 0 <= seq_len_q[b] <= S_q, 0 <= seq_len_kv[b] <= S_kv, and every page id a
+  // sequence's keys occupy in [0, num_pages). A bad entry gives InvalidArgument naming it (the first in batch
+  // order, a sequence's lengths before its pages), and nothing is launched. For debugging: it compiles its
+  // kernel on first use, allocates an 8-byte word and synchronises the stream, so it is not capturable in a
+  // CUDA graph. A graph without per-sequence lengths has nothing to check.
+  bool check_indices = false;
+};
+
 class Plan {
  public:
   // Validates, analyzes, matches, chooses and compiles (through the cache). Works without a GPU; when the
@@ -66,6 +77,8 @@ class Plan {
   // graph. Outputs Amax_O / Amax_S are zeroed on the stream first. InvalidArgument for a missing, misaligned or
   // overlapping buffer or workspace (nothing is launched then).
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
+  Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
+                 const ExecuteOptions& options) const;
 
   struct State;  // opaque; shared by copies of a plan (immutable once prepared)
 

@@ -12,6 +12,7 @@
 #include "log/log.hpp"
 #include "plan/bindings.hpp"
 #include "plan/facts_json.hpp"
+#include "plan/index_check.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
 #include "runtime/driver.hpp"
@@ -35,6 +36,7 @@ struct Plan::State {
   std::vector<CUfunction> functions;  // one per stage once prepared
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
+  IndexChecker checker;  // the checked-indices kernel, loaded on the first checked execute
 };
 
 namespace {
@@ -257,12 +259,18 @@ Status Plan::prepare() {
 }
 
 Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const {
-  const State& s = *state_;
+  return execute(buffers, workspace, stream, ExecuteOptions{});
+}
+
+Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
+                     const ExecuteOptions& options) const {
+  State& s = *state_;
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
   RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
   const driver::Api* api = driver::api();
   CUstream cu_stream = static_cast<CUstream>(stream);
+  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream));
   for (Role r : {Role::AmaxO, Role::AmaxS}) {
     if (const TensorFacts& t = s.facts.operand(r); t.bound) {
       RIME_RETURN_IF_ERROR(driver::check(

@@ -41,7 +41,10 @@ const Loaded& loaded() {
               load_symbol(lib, "cuModuleGetFunction", a.cuModuleGetFunction, err) &&
               load_symbol(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, err) &&
               load_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, err) &&
-              load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err);
+              load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err) &&
+              load_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, err) && load_symbol(lib, "cuMemFree_v2", a.cuMemFree, err) &&
+              load_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, err) &&
+              load_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, err);
     if (!ok) return out;
     a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     a.cuTensorMapEncodeTiled = reinterpret_cast<decltype(a.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));

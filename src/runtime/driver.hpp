@@ -13,8 +13,9 @@
 namespace rime::driver {
 
 // Function pointers of the driver entry points the library calls (and no others: the testing library in
-// tools/testing loads its own allocation, copy, stream, event and graph calls). Loaded once; api() returns
-// nullptr when there is no driver (then load_status() says why).
+// tools/testing loads its own allocation, copy, stream, event and graph calls). The allocation, copy and stream
+// synchronisation here serve only the checked-indices mode of execute (one 8-byte verdict word). Loaded once;
+// api() returns nullptr when there is no driver (then load_status() says why).
 struct Api {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuGetErrorString)(CUresult, const char**);
@@ -32,6 +33,10 @@ struct Api {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuStreamSynchronize)(CUstream);
   // Optional (nullptr when the driver lacks them): launches with attributes, for programmatic dependent launch;
   // tensor maps for engines that load with TMA.
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);

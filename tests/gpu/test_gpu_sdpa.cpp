@@ -289,6 +289,65 @@ TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]")
 // boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
 // dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
 // on one engine, they must write identical bytes.
+TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming it, and nothing is read",
+          "[gpu][checked]") {
+  // examples/fp8_paged_decode: B 4, a pool of 200 pages of 16 keys, page_table [4, 64], lengths drawn by the
+  // trial inputs (100..700 keys, docs/testing.md).
+  Result<Graph> g = load_graph_file(test::example_path("fp8_paged_decode"));
+  REQUIRE(g.ok());
+  Result<Plan> plan = Plan::build(g.value());
+  REQUIRE(plan.ok());
+  const TensorDesc& table = *g->operand(Role::PageTable);
+  const TensorDesc& lens = *g->operand(Role::SeqLenKv);
+  testing::TrialOptions opt;
+  opt.check_indices = true;
+  testing::TrialInputs good = testing::make_inputs(g.value(), 5);
+  auto at = [](testing::TrialInputs& in, const TensorDesc& t) { return in.tensors.at(t.uid).data(); };
+  const int64_t len2 = static_cast<int64_t>(reference::load_element(DataType::INT32, at(good, lens), 2));
+  REQUIRE(len2 > 16);
+  // Good data: the check passes and so does the run.
+  {
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), good, opt);
+    REQUIRE(rep.ok());
+    CHECK(rep->passed);
+  }
+  // A page the sequence reads (its last one) outside the pool.
+  {
+    testing::TrialInputs bad = good;
+    const int64_t last_page = (len2 - 1) / 16;
+    reference::store_element(DataType::INT32, at(bad, table), 2 * 64 + last_page, 200);
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), bad, opt);
+    REQUIRE_FALSE(rep.ok());
+    CHECK(rep.status().code() == StatusCode::InvalidArgument);
+    INFO(rep.status().message());
+    CHECK(rep.status().message().find(fmt::format("page_table[2][{}] = 200 is outside the pool [0, num_pages = 200)",
+                                                  last_page)) != std::string::npos);
+    // A negative id earlier in the same sequence is the first bad entry.
+    reference::store_element(DataType::INT32, at(bad, table), 2 * 64 + 0, -7);
+    rep = testing::run_trial(plan.value(), bad, opt);
+    REQUIRE_FALSE(rep.ok());
+    INFO(rep.status().message());
+    CHECK(rep.status().message().find("page_table[2][0] = -7") != std::string::npos);
+  }
+  // An id past the sequence's last page is never read: not an error.
+  {
+    testing::TrialInputs past = good;
+    reference::store_element(DataType::INT32, at(past, table), 2 * 64 + (len2 - 1) / 16 + 1, -1);
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), past, opt);
+    REQUIRE(rep.ok());
+    CHECK(rep->passed);
+  }
+  // A length beyond what the table addresses (64 pages x 16 keys).
+  {
+    testing::TrialInputs longer = good;
+    reference::store_element(DataType::INT32, at(longer, lens), 3, 64 * 16 + 1);
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), longer, opt);
+    REQUIRE_FALSE(rep.ok());
+    INFO(rep.status().message());
+    CHECK(rep.status().message().find("seq_len_kv[3] = 1025 (must be in [0, S_kv = 1024])") != std::string::npos);
+  }
+}
+
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;

@@ -47,6 +47,7 @@ struct Options {
   std::optional<int> split;
   uint64_t seed = 1;
   bool no_check = false;
+  bool check_indices = false;  // run --check-indices
   bool bench = false;
   int iterations = 20;
   std::string inputs_dir, save_dir;

@@ -99,6 +99,7 @@ int cmd_run(const Options& opts) {
   }
   testing::TrialOptions topt;
   topt.check = !opts.no_check;
+  topt.check_indices = opts.check_indices;
   topt.timing_iterations = opts.bench ? opts.iterations : 0;
   Result<testing::TrialReport> rep = testing::run_trial(plan.value(), inputs, topt);
   if (!rep.ok()) return report_failure(rep.status(), opts, source);

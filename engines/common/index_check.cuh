@@ -1,0 +1,36 @@
+// The checked-indices mode (Plan::execute with ExecuteOptions::check_indices, `rime run --check-indices`):
+// verifies on the device, in stream order, the data a graph cannot validate because it lives in device memory
+// (docs/graph-json.md, "Paged K/V"): 0 <= seq_len_q[b] <= S_q, 0 <= seq_len_kv[b] <= S_kv, and every page id a
+// sequence's keys occupy in [0, num_pages). The engines clamp lengths, so a bad length reads nothing out of
+// bounds, but it is still a caller's bug and reported; a bad page id would be read out of the pool.
+#pragma once
+
+#include "common/device.cuh"
+
+namespace rime_dev {
+
+// One CTA per sequence. The first bad entry in (b, entry) order (a sequence's lengths before its pages) is the
+// minimum of the keys the threads that find one post.
+template <int kPaged>
+__global__ void check_indices(const IndexCheckParams p) {
+  const int b = blockIdx.x;
+  const int len_kv = p.seq_len_kv[b];
+  if (threadIdx.x == 0) {
+    const int len_q = p.seq_len_q ? p.seq_len_q[b] : 0;
+    if (len_q < 0 || len_q > p.S_q || len_kv < 0 || len_kv > p.S_kv)
+      atomicMin(p.first_bad, static_cast<unsigned long long>(b) << 32);
+  }
+  if constexpr (kPaged != 0) {
+    // The pages the kernels read: those holding keys below the (clamped) length.
+    const int keys = min(max(len_kv, 0), p.S_kv);
+    const int pages = (keys + (1 << p.page_size_log2) - 1) >> p.page_size_log2;
+    const int* row = p.page_table + static_cast<long long>(b) * p.page_table_stride;
+    for (int e = threadIdx.x; e < pages; e += blockDim.x) {
+      const int id = row[e];
+      if (id < 0 || id >= p.num_pages)
+        atomicMin(p.first_bad, (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned long long>(e + 1));
+    }
+  }
+}
+
+}  // namespace rime_dev

@@ -1,0 +1,104 @@
+// The checked-indices mode: engines/common/index_check.cuh on the device, the verdict read back here.
+#include "plan/index_check.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "cache/get_kernel.hpp"
+#include "common/params.h"
+#include "runtime/module.hpp"
+#include "status_macros.hpp"
+
+namespace rime {
+namespace {
+
+const void* bound(const Facts& f, const std::unordered_map<int64_t, void*>& buffers, Role role) {
+  const TensorFacts& t = f.operand(role);
+  if (!t.bound) return nullptr;
+  auto it = buffers.find(t.uid);
+  return it == buffers.end() ? nullptr : it->second;
+}
+
+Status load_checker(IndexChecker& c, const Facts& f) {
+  std::call_once(c.once, [&] {
+    KernelSpec spec{"index_check", "common/index_check.cuh",
+                    fmt::format("rime_dev::check_indices<{}>", f.paged ? 1 : 0), "IndexCheckParams",
+                    f.device.arch_name()};
+    Result<KernelLookup> k = get_kernel(spec);
+    if (!k.ok()) {
+      c.load_status = k.status();
+      return;
+    }
+    Result<CUfunction> fn = runtime::load_function(*k->kernel, 0);
+    if (!fn.ok()) {
+      c.load_status = fn.status();
+      return;
+    }
+    c.function = fn.value();
+    c.load_status = Status::success();
+  });
+  return c.load_status;
+}
+
+// Reads one int32 of device memory (the bad entry's value, for the message).
+int32_t read_int(const driver::Api* api, const void* base, int64_t index) {
+  int32_t v = 0;
+  if (api->cuMemcpyDtoH(&v, reinterpret_cast<CUdeviceptr>(static_cast<const int32_t*>(base) + index), 4) != CUDA_SUCCESS)
+    return INT32_MIN;
+  return v;
+}
+
+}  // namespace
+
+bool has_checked_indices(const Facts& f) { return f.mask.padding || f.paged; }
+
+Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
+                     CUstream stream) {
+  if (!has_checked_indices(f)) return Status::success();
+  RIME_RETURN_IF_ERROR(load_checker(checker, f));
+  const driver::Api* api = driver::api();
+  IndexCheckParams p{};
+  p.seq_len_q = static_cast<const int*>(bound(f, buffers, Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(bound(f, buffers, Role::SeqLenKv));
+  p.page_table = static_cast<const int*>(bound(f, buffers, Role::PageTable));
+  p.B = static_cast<int>(f.B);
+  p.S_q = static_cast<int>(f.S_q);
+  p.S_kv = static_cast<int>(f.S_kv);
+  if (f.paged) {
+    p.page_table_stride = f.operand(Role::PageTable).strides[0];
+    while ((int64_t{1} << p.page_size_log2) < f.page_size) ++p.page_size_log2;
+    p.num_pages = static_cast<int>(f.num_pages);
+  }
+  CUdeviceptr word = 0;
+  RIME_RETURN_IF_ERROR(driver::check(api->cuMemAlloc(&word, sizeof(unsigned long long)), "cuMemAlloc(checked indices)"));
+  p.first_bad = reinterpret_cast<unsigned long long*>(word);
+  void* args[] = {&p};
+  uint64_t first = 0;
+  Status s = driver::check(api->cuMemsetD32Async(word, 0xffffffffu, 2, stream), "cuMemsetD32Async(checked indices)");
+  if (s.ok())
+    s = driver::check(api->cuLaunchKernel(checker.function, static_cast<unsigned>(f.B), 1, 1, 256, 1, 1, 0, stream, args,
+                                          nullptr),
+                      "launch of the checked-indices kernel");
+  if (s.ok()) s = driver::check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(checked indices)");
+  if (s.ok()) s = driver::check(api->cuMemcpyDtoH(&first, word, sizeof(first)), "cuMemcpyDtoH(checked indices)");
+  api->cuMemFree(word);
+  RIME_RETURN_IF_ERROR(s);
+  if (first == ~uint64_t{0}) return Status::success();
+  const int64_t b = static_cast<int64_t>(first >> 32), entry = static_cast<int64_t>(first & 0xffffffffu) - 1;
+  if (entry < 0) {
+    const int32_t len_q = read_int(api, p.seq_len_q, b), len_kv = read_int(api, p.seq_len_kv, b);
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("checked indices: sequence {}: seq_len_q[{}] = {} (must be in [0, S_q = {}]), "
+                              "seq_len_kv[{}] = {} (must be in [0, S_kv = {}])",
+                              b, b, len_q, f.S_q, b, len_kv, f.S_kv));
+  }
+  const int32_t id = read_int(api, p.page_table, b * p.page_table_stride + entry);
+  const int32_t len_kv = read_int(api, p.seq_len_kv, b);
+  return Status(StatusCode::InvalidArgument,
+                fmt::format("checked indices: page_table[{}][{}] = {} is outside the pool [0, num_pages = {}) "
+                            "(sequence {} holds {} keys: its pages 0..{} are read)",
+                            b, entry, id, f.num_pages, b, len_kv, (len_kv + f.page_size - 1) / f.page_size - 1));
+}
+
+}  // namespace rime

@@ -1,0 +1,29 @@
+// Internal: the checked-indices mode of Plan::execute (ExecuteOptions::check_indices).
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+
+#include "rime/facts.hpp"
+#include "rime/status.hpp"
+#include "runtime/driver.hpp"
+
+namespace rime {
+
+// The check kernel of one plan, compiled (through the kernel cache) and loaded on its first checked execute.
+struct IndexChecker {
+  std::once_flag once;
+  Status load_status;
+  CUfunction function = nullptr;
+};
+
+// Whether a graph has device data that checked mode verifies (per-sequence lengths, a page table).
+bool has_checked_indices(const Facts& facts);
+
+// Verifies, in stream order, the per-sequence lengths and the page ids the kernels will read (docs/graph-json.md
+// says what they must hold). Synchronises the stream and allocates one 8-byte word: a debugging mode, not
+// capturable in a CUDA graph. InvalidArgument naming the first bad entry, its value and its bound.
+Status check_indices(IndexChecker& checker, const Facts& facts, const std::unordered_map<int64_t, void*>& buffers,
+                     CUstream stream);
+
+}  // namespace rime
