@@ -30,7 +30,7 @@ for step in $steps; do
              grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
     edge) timeout 300 "$tests" "[ws_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
     memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 timeout 400 compute-sanitizer --tool memcheck \
-                --print-limit 5 "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge],[paged]" 2>&1 |
+                --print-limit 5 "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge],[paged],[checked]" 2>&1 |
                 tee "$out/memcheck.log" | tail -5 ;;
     racecheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool racecheck \
                  --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/racecheck.log" | tail -5 ;;
