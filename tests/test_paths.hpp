@@ -12,6 +12,8 @@ inline std::string source_dir() {
   return RIME_CONFIGURED_SOURCE_DIR;
 }
 inline std::string example_path(const std::string& name) { return source_dir() + "/examples/" + name + ".json"; }
+// A graph of tests/data (graphs no row serves yet, or malformed on purpose).
+inline std::string data_path(const std::string& name) { return source_dir() + "/tests/data/" + name + ".json"; }
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

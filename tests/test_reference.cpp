@@ -11,6 +11,7 @@
 #include "testing/reference/formats.hpp"
 #include "testing/reference/sdpa.hpp"
 #include "rime/json.hpp"
+#include "rime/rows.hpp"
 #include "testing/trial.hpp"
 #include "block_scaled_graph.hpp"
 #include "paged_gather.hpp"
@@ -721,4 +722,166 @@ TEST_CASE("the MXFP8-input reference applies SF_Q, SF_K and SF_V where SPEC sect
   RowResult after = attention_row(mx, fm.value(), in.tensors, 0, 0, 39);
   CHECK(after.o[2] == Approx(before.o[2]).margin(1e-12));
   CHECK(after.o[3] != Approx(before.o[3]).margin(1e-6));
+}
+
+namespace {
+
+// tests/data/bf16_ragged_prefill (B 4, H 4/2, D 64, 300 tokens a side, max_seqlen 128), and the padded dense
+// graph of the same sequences: [4, H, 128, D] with seq_len_q / seq_len_kv.
+Graph padded_twin_of_ragged() {
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::data_path("bf16_ragged_prefill")));
+  for (int t : {0, 1, 2, 5}) {
+    const int64_t h = doc["tensors"][t]["dims"][1];
+    doc["tensors"][t]["dims"] = {4, h, 128, 64};
+    doc["tensors"][t].erase("strides");
+  }
+  doc["tensors"][6]["dims"] = {4, 4, 128, 1};
+  doc["tensors"][6].erase("strides");
+  doc["tensors"][3]["name"] = "seq_len_q";
+  doc["tensors"][3]["dims"] = {4};
+  doc["tensors"][4]["name"] = "seq_len_kv";
+  doc["tensors"][4]["dims"] = {4};
+  auto& inputs = doc["op"]["inputs"];
+  inputs["seq_len_q"] = inputs["cu_seqlens_q"];
+  inputs["seq_len_kv"] = inputs["cu_seqlens_kv"];
+  inputs.erase("cu_seqlens_q");
+  inputs.erase("cu_seqlens_kv");
+  doc["op"]["attributes"].erase("max_seqlen_q");
+  doc["op"]["attributes"].erase("max_seqlen_kv");
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  return g.value();
+}
+
+// The padded graph's inputs holding the ragged graph's sequences: sequence b's tokens become batch b's rows.
+testing::TrialInputs padded_inputs(const Graph& ragged, const Facts& rf, const testing::TrialInputs& rin,
+                                   const Graph& padded) {
+  testing::TrialInputs out = testing::make_inputs(padded, rin.seed + 1);  // other rows: unrelated values
+  for (int64_t b = 0; b < rf.B; ++b) {
+    const SeqExtent q = q_extent(ragged, rf, rin.tensors, b), kv = kv_extent(ragged, rf, rin.tensors, b);
+    store_element(DataType::INT32, out.tensors.at(padded.operand(Role::SeqLenQ)->uid).data(), b, static_cast<double>(q.length));
+    store_element(DataType::INT32, out.tensors.at(padded.operand(Role::SeqLenKv)->uid).data(), b, static_cast<double>(kv.length));
+    for (auto [role, e] : {std::pair{Role::Q, q}, std::pair{Role::K, kv}, std::pair{Role::V, kv}}) {
+      const TensorDesc &from = *ragged.operand(role), &to = *padded.operand(role);
+      for (int64_t h = 0; h < from.dims[1]; ++h)
+        for (int64_t i = 0; i < e.length; ++i)
+          for (int64_t d = 0; d < from.dims[3]; ++d)
+            store_element(to.dtype, out.tensors.at(to.uid).data(), offset_of(to, b, h, i, d),
+                          load_element(from.dtype, rin.tensors.at(from.uid).data(), seq_offset(from, e, h, i, d)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a ragged graph's reference equals the padded graph's on the same sequences", "[reference][ragged]") {
+  Result<Graph> ragged = load_graph_file(test::data_path("bf16_ragged_prefill"));
+  REQUIRE(ragged.ok());
+  Result<Facts> rf = analyze(ragged.value(), DeviceDesc::h200());
+  REQUIRE(rf.ok());
+  CHECK(rf->ragged_q);
+  CHECK(rf->ragged_kv);
+  CHECK(rf->B == 4);
+  CHECK(rf->S_q == 128);  // max_seqlen_q
+  CHECK(rf->T_q == 300);
+  CHECK(rf->mask.padding);
+  const Graph padded = padded_twin_of_ragged();
+  Result<Facts> pf = analyze(padded, DeviceDesc::h200());
+  REQUIRE(pf.ok());
+  for (uint64_t seed : {3u, 4u}) {
+    const testing::TrialInputs rin = testing::make_inputs(ragged.value(), seed);
+    // The drawn offsets: non-decreasing, inside the 300 tokens, lengths at most 128, the first full, the second
+    // empty.
+    int64_t prev_end = 0;
+    for (int64_t b = 0; b < 4; ++b) {
+      for (const SeqExtent& e : {q_extent(ragged.value(), rf.value(), rin.tensors, b),
+                                 kv_extent(ragged.value(), rf.value(), rin.tensors, b)}) {
+        CHECK(e.batch == 0);
+        CHECK(e.first >= 0);
+        CHECK(e.length >= 0);
+        CHECK(e.length <= 128);
+        CHECK(e.first + e.length <= 300);
+        if (b == 0) CHECK(e.length == 128);
+        if (b == 1) CHECK(e.length == 0);
+      }
+      const SeqExtent q = q_extent(ragged.value(), rf.value(), rin.tensors, b);
+      if (b > 0) CHECK(q.first == prev_end);
+      prev_end = q.first + q.length;
+    }
+    const testing::TrialInputs pin = padded_inputs(ragged.value(), rf.value(), rin, padded);
+    int64_t live = 0;
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t h = 0; h < 4; ++h)
+        for (int64_t i = 0; i < 128; ++i) {
+          const RowResult a = attention_row(ragged.value(), rf.value(), rin.tensors, b, h, i);
+          const RowResult c = attention_row(padded, pf.value(), pin.tensors, b, h, i);
+          INFO("seed " << seed << " b " << b << " h " << h << " i " << i);
+          REQUIRE(a.live == c.live);
+          if (!a.live) continue;
+          ++live;
+          CHECK(a.lse == c.lse);  // the same keys in the same order: bit-identical
+          CHECK(a.o == c.o);
+        }
+    CHECK(live > 0);
+  }
+}
+
+TEST_CASE("the output check reads a ragged O at each sequence's tokens and nowhere else", "[reference][ragged][check]") {
+  Result<Graph> g = load_graph_file(test::data_path("bf16_ragged_prefill"));
+  REQUIRE(g.ok());
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  const testing::TrialInputs in = testing::make_inputs(g.value(), 9);
+  const TensorDesc &o = *g->operand(Role::O), &stats = *g->operand(Role::Stats);
+  // Poison everywhere (as the harness does), then the reference at the sequences' tokens: the tokens outside
+  // every sequence stay NaN and must not be read.
+  HostTensors outputs;
+  outputs[o.uid].assign(static_cast<size_t>(tensor_storage_bytes(o)), 0xFF);
+  outputs[stats.uid].assign(static_cast<size_t>(tensor_storage_bytes(stats)), 0xFF);
+  int64_t rows = 0;
+  for (int64_t b = 0; b < f->B; ++b) {
+    const SeqExtent e = q_extent(g.value(), f.value(), in.tensors, b);
+    for (int64_t h = 0; h < f->H_q; ++h)
+      for (int64_t i = 0; i < e.length; ++i, ++rows) {
+        const RowResult r = attention_row(g.value(), f.value(), in.tensors, b, h, i);
+        for (int64_t d = 0; d < f->D_v; ++d) store_element(o.dtype, outputs[o.uid].data(), seq_offset(o, e, h, i, d), r.o[d]);
+        store_element(DataType::FP32, outputs[stats.uid].data(), seq_offset(stats, e, h, i, 0), r.lse);
+      }
+  }
+  REQUIRE(rows > 0);
+  const testing::TrialReport good = testing::check_outputs(g.value(), f.value(), in, outputs, {});
+  for (const auto& msg : good.failures) INFO(msg);
+  CHECK(good.passed);
+  CHECK(good.rows_checked == rows);
+  // A sequence's last token left unwritten fails.
+  const SeqExtent first = q_extent(g.value(), f.value(), in.tensors, 0);
+  REQUIRE(first.length > 0);
+  store_element(o.dtype, outputs[o.uid].data(), seq_offset(o, first, 2, first.length - 1, 5), std::nan(""));
+  const testing::TrialReport bad = testing::check_outputs(g.value(), f.value(), in, outputs, {});
+  CHECK_FALSE(bad.passed);
+  REQUIRE_FALSE(bad.failures.empty());
+  CHECK(bad.failures.at(0).find("unwritten or non-finite") != std::string::npos);
+}
+
+TEST_CASE("ragged graphs: facts, round trip, and every row declines them with the reason", "[ragged]") {
+  Result<Graph> g = load_graph_file(test::data_path("bf16_ragged_prefill"));
+  REQUIRE(g.ok());
+  Result<Graph> back = graph_from_json(graph_to_json(g.value()));
+  REQUIRE(back.ok());
+  CHECK(back->op()->attributes == g->op()->attributes);
+  CHECK(back->op()->attributes.max_seqlen_kv == 128);
+  CHECK(back->operand(Role::CuSeqlensKv)->name == "cu_seqlens_kv");
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  CHECK(f->S_kv == 128);
+  CHECK(f->T_kv == 300);
+  for (const RowVerdict& v : match(f.value())) {
+    INFO(v.row_id << ": " << v.reason);
+    CHECK_FALSE(v.accepted);
+  }
+  bool named = false;
+  for (const RowVerdict& v : match(f.value()))
+    if (v.field == "ragged") named = named || v.reason.find("ragged (THD) Q and K/V through cu_seqlens not supported") != std::string::npos;
+  CHECK(named);
 }

@@ -27,7 +27,42 @@ struct BadGraph {
 //   4 seq_len_kv, 5 O.   fp8_nvfp4_o_planes: 0-2 QKV, 3-8 scalars, 9 O, 10 sf_o, 11 Amax_O.
 // mxfp8_inputs: 0-2 QKV, 3 SF_Q, 4 SF_K, 5 SF_V, 6 O, 7 Amax_O.
 // fp8_paged_decode: 0 Q, 1 K pool, 2 V pool, 3-8 scalars, 9 O, 10 Stats, 11 seq_len_q, 12 seq_len_kv, 13 page_table.
+// data:bf16_ragged_prefill (tests/data): 0 Q [1,4,300,64], 1 K, 2 V [1,2,300,64], 3 cu_seqlens_q [5],
+//   4 cu_seqlens_kv [5], 5 O, 6 Stats [1,4,300,1]; max_seqlen_q / max_seqlen_kv 128.
 const BadGraph kBadGraphs[] = {
+    // ragged (THD) batches
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/tensors/3/dims","value":[4,1]},
+                                     {"op":"replace","path":"/tensors/3/strides","value":[1,1]}])",
+     StatusCode::InvalidGraph, "cu_seqlens_q (cu_seqlens_q): dims [4,1] must be [B + 1] with B >= 1", "/tensors/3/dims"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/tensors/3/dtype","value":"FP32"}])",
+     StatusCode::InvalidGraph, "cu_seqlens_q (cu_seqlens_q): dtype FP32 must be INT32", "/tensors/3/dtype"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/tensors/0/dims/0","value":2}])", StatusCode::InvalidGraph,
+     "with cu_seqlens_q the tensor is token-major [1, H, T, D]; dims[0] must be 1, is 2", "/tensors/0/dims"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/tensors/4/dims","value":[4]}])", StatusCode::InvalidGraph,
+     "cu_seqlens_kv (cu_seqlens_kv): dims [4] give 3 sequences; the batch is 4", "/tensors/4/dims"},
+    {"data:bf16_ragged_prefill", R"([{"op":"add","path":"/tensors/-","value":{"name":"seq_len_q","uid":9,"dims":[4],
+                                       "strides":[1],"dtype":"INT32"}},
+                                     {"op":"add","path":"/op/inputs/seq_len_q","value":9}])",
+     StatusCode::InvalidGraph, "seq_len_q (seq_len_q) and cu_seqlens_q (cu_seqlens_q) are both bound",
+     "/op/inputs/seq_len_q"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/op/attributes/padding_mask","value":false}])",
+     StatusCode::InvalidGraph, "cu_seqlens_q is bound but padding_mask is false", "/op/inputs/cu_seqlens_q"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/op/attributes/max_seqlen_q","value":301}])",
+     StatusCode::InvalidGraph, "max_seqlen_q 301 is outside 1..300 (Q's token count)", "/op/attributes/max_seqlen_q"},
+    {"data:bf16_ragged_prefill", R"([{"op":"replace","path":"/tensors/6/dims/0","value":4},
+                                     {"op":"replace","path":"/tensors/6/strides/0","value":1200}])",
+     StatusCode::InvalidGraph, "Stats (Stats): dims [4,4,300,1] must be [1,4,300,1]", "/tensors/6/dims"},
+    {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/max_seqlen_kv","value":100}])",
+     StatusCode::InvalidGraph, "max_seqlen_kv is set but cu_seqlens_kv is not bound", "/op/attributes/max_seqlen_kv"},
+    {"fp8_paged_decode", R"([{"op":"add","path":"/tensors/-","value":{"name":"cu_kv","uid":30,"dims":[5],
+                               "strides":[1],"dtype":"INT32"}},
+                             {"op":"add","path":"/op/inputs/cu_seqlens_kv","value":30}])",
+     StatusCode::InvalidGraph, "cu_kv (cu_seqlens_kv) and page_table (page_table) are both bound",
+     "/op/inputs/cu_seqlens_kv"},
+    {"mxfp8_inputs", R"([{"op":"add","path":"/tensors/-","value":{"name":"cu_q","uid":30,"dims":[3],
+                           "strides":[1],"dtype":"INT32"}},
+                         {"op":"add","path":"/op/inputs/cu_seqlens_q","value":30}])",
+     StatusCode::InvalidGraph, "cu_seqlens_q is not an operand of sdpa_mxfp8", "/op/inputs/cu_seqlens_q"},
     // paged K/V
     {"fp8_paged_decode", R"([{"op":"replace","path":"/tensors/1/dims/2","value":24},
                              {"op":"replace","path":"/tensors/2/dims/2","value":24}])",
@@ -144,7 +179,7 @@ const BadGraph kBadGraphs[] = {
     {"fp16_window_padding", R"([{"op":"add","path":"/op/attributes/stats_log2","value":true}])",
      StatusCode::InvalidGraph, "stats_log2 is true but no Stats", "/op/attributes/stats_log2"},
     {"fp8_prefill", R"([{"op":"add","path":"/op/attributes/padding_mask","value":true}])", StatusCode::InvalidGraph,
-     "padding_mask needs both seq_len_q and seq_len_kv", "/op/attributes/padding_mask"},
+     "padding_mask needs seq_len_q or cu_seqlens_q", "/op/attributes/padding_mask"},
     {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/padding_mask","value":false}])",
      StatusCode::InvalidGraph, "padding_mask is false", "/op/inputs/seq_len_q"},
     {"fp16_window_padding", R"([{"op":"replace","path":"/op/attributes/window_left","value":-3}])",
@@ -262,7 +297,9 @@ TEST_CASE("every bad graph gets its code, message and location", "[validate]") {
   CHECK(sizeof(kBadGraphs) / sizeof(kBadGraphs[0]) >= 40);
   for (const BadGraph& bad : kBadGraphs) {
     INFO(bad.example << " " << bad.patch);
-    json doc = json::parse(test::read_text(test::example_path(bad.example)));
+    const std::string example = bad.example;
+    const bool data = example.rfind("data:", 0) == 0;
+    json doc = json::parse(test::read_text(data ? test::data_path(example.substr(5)) : test::example_path(example)));
     REQUIRE(graph_from_json(doc.dump()).ok());  // the unpatched example is valid
     json patched = doc.patch(json::parse(bad.patch));
     Result<Graph> g = graph_from_json(patched.dump());

@@ -61,6 +61,11 @@ struct Facts {
   // longest sequence the table can address, max_pages x page_size (each sequence's length is seq_len_kv[b]).
   bool paged = false;
   int64_t page_size = 0, num_pages = 0, max_pages = 0;
+  // Ragged (THD) sides (cu_seqlens_q / cu_seqlens_kv bound): the side's tensors are token-major [1, H, T, D] with
+  // T tokens; B comes from the offsets, and S_q / S_kv are the longest sequence a side may hold (max_seqlen_q /
+  // max_seqlen_kv, default T).
+  bool ragged_q = false, ragged_kv = false;
+  int64_t T_q = 0, T_kv = 0;
   bool split_eligible = false;
   std::string split_ineligible_reason;  // empty when eligible
   float attn_scale = 1.0f;

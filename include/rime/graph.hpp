@@ -34,6 +34,10 @@ enum class Role : int {
   // Paged K/V: [B, max_pages_per_seq] INT32 page ids into K and V, which are then page pools
   // [num_pages, H_kv, page_size, D] (any strides: [num_pages, page_size, H_kv, D] storage is a stride order).
   PageTable,
+  // Ragged (THD) batches: INT32 [B + 1] token offsets. With cu_seqlens_q, Q, O and Stats are token-major
+  // [1, H, T_q, D] (any strides) and sequence b's rows are tokens cu_seqlens_q[b] .. cu_seqlens_q[b + 1]; the
+  // same for K and V with cu_seqlens_kv (docs/graph-json.md, "Ragged batches").
+  CuSeqlensQ, CuSeqlensKv,
   // outputs
   O, Stats, AmaxS, AmaxO, SfO,
 };
@@ -61,7 +65,10 @@ struct SdpaAttributes {
   DiagonalAlignment alignment = DiagonalAlignment::TopLeft;
   std::optional<int64_t> window_left;  // keys j < i + shift - (window_left - 1) are masked
   std::optional<int64_t> band_right;   // keys j > i + shift + band_right are masked
-  bool padding_mask = false;           // needs seq_len_q and seq_len_kv
+  bool padding_mask = false;           // per-sequence lengths: seq_len_q or cu_seqlens_q, seq_len_kv or cu_seqlens_kv
+  // Ragged batches: the longest sequence a side may hold (the S the grid and the heuristics plan for);
+  // default the side's token count T. Only on a ragged side.
+  std::optional<int64_t> max_seqlen_q, max_seqlen_kv;
   // Knobs a user may pin. A pinned knob is honoured or the plan is declined, never silently changed.
   std::optional<int> split_kv;
   std::optional<TileShape> tile;
@@ -76,6 +83,8 @@ struct SdpaAttributes {
   SdpaAttributes& set_window_left(int64_t v) { window_left = v; return *this; }
   SdpaAttributes& set_band_right(int64_t v) { band_right = v; return *this; }
   SdpaAttributes& set_padding_mask(bool v) { padding_mask = v; return *this; }
+  SdpaAttributes& set_max_seqlen_q(int64_t v) { max_seqlen_q = v; return *this; }
+  SdpaAttributes& set_max_seqlen_kv(int64_t v) { max_seqlen_kv = v; return *this; }
   SdpaAttributes& set_split_kv(int v) { split_kv = v; return *this; }
   SdpaAttributes& set_tile(TileShape v) { tile = v; return *this; }
 
@@ -88,12 +97,14 @@ struct SdpaOperands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv, stats;
   std::optional<int64_t> page_table;  // paged K/V (docs/graph-json.md): needs padding_mask and both seq lens
+  std::optional<int64_t> cu_seqlens_q, cu_seqlens_kv;  // ragged batches: need padding_mask
 };
 struct SdpaFp8Operands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   int64_t descale_q = 0, descale_k = 0, descale_v = 0, descale_s = 0, scale_s = 0, scale_o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv;
   std::optional<int64_t> page_table;
+  std::optional<int64_t> cu_seqlens_q, cu_seqlens_kv;
   std::optional<int64_t> stats, amax_s, amax_o, sf_o;
 };
 struct SdpaMxfp8Operands {

@@ -83,6 +83,17 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
   }
   f.has_scale_o = graph.operand(Role::ScaleO) != nullptr;
   f.decode = f.S_q == 1;
+  if (const TensorDesc* cu = graph.operand(Role::CuSeqlensQ)) {
+    f.ragged_q = true;
+    f.B = cu->dims[0] - 1;
+    f.T_q = q.dims[2];
+    f.S_q = a.max_seqlen_q.value_or(f.T_q);
+  }
+  if (graph.operand(Role::CuSeqlensKv)) {
+    f.ragged_kv = true;
+    f.T_kv = k.dims[2];
+    f.S_kv = a.max_seqlen_kv.value_or(f.T_kv);
+  }
   if (const TensorDesc* table = graph.operand(Role::PageTable)) {
     f.paged = true;
     f.page_size = k.dims[2];

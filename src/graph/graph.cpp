@@ -27,6 +27,8 @@ constexpr RoleName kRoleNames[] = {
     {Role::SfK, "SF_K"},
     {Role::SfV, "SF_V"},
     {Role::PageTable, "page_table"},
+    {Role::CuSeqlensQ, "cu_seqlens_q"},
+    {Role::CuSeqlensKv, "cu_seqlens_kv"},
     {Role::O, "O"},
     {Role::Stats, "Stats"},
     {Role::AmaxS, "Amax_S"},
@@ -91,7 +93,8 @@ bool operator==(const SdpaAttributes& a, const SdpaAttributes& b) {
   return same_scale(a.attn_scale, b.attn_scale) && a.generate_stats == b.generate_stats &&
          a.stats_log2 == b.stats_log2 && a.causal == b.causal && a.alignment == b.alignment &&
          a.window_left == b.window_left && a.band_right == b.band_right && a.padding_mask == b.padding_mask &&
-         a.split_kv == b.split_kv && a.tile == b.tile;
+         a.max_seqlen_q == b.max_seqlen_q && a.max_seqlen_kv == b.max_seqlen_kv && a.split_kv == b.split_kv &&
+         a.tile == b.tile;
 }
 
 int64_t Graph::add_tensor(TensorDesc desc) {
@@ -129,12 +132,16 @@ Status Graph::set_op(SdpaOp op) {
 Status Graph::sdpa(const SdpaOperands& io, const SdpaAttributes& attributes, std::string op_name) {
   SdpaOp op = common_op(OpKind::Sdpa, io, attributes, std::move(op_name));
   bind(op, Role::PageTable, io.page_table);
+  bind(op, Role::CuSeqlensQ, io.cu_seqlens_q);
+  bind(op, Role::CuSeqlensKv, io.cu_seqlens_kv);
   return set_op(std::move(op));
 }
 
 Status Graph::sdpa_fp8(const SdpaFp8Operands& io, const SdpaAttributes& attributes, std::string op_name) {
   SdpaOp op = common_op(OpKind::SdpaFp8, io, attributes, std::move(op_name));
   bind(op, Role::PageTable, io.page_table);
+  bind(op, Role::CuSeqlensQ, io.cu_seqlens_q);
+  bind(op, Role::CuSeqlensKv, io.cu_seqlens_kv);
   bind(op, Role::DescaleQ, io.descale_q);
   bind(op, Role::DescaleK, io.descale_k);
   bind(op, Role::DescaleV, io.descale_v);

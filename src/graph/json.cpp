@@ -225,6 +225,14 @@ Status read_attributes(const json& j, const std::string& ptr, SdpaAttributes& a)
     a.band_right = x;
   }
   RIME_RETURN_IF_ERROR(r.get_bool("padding_mask", a.padding_mask));
+  if (r.find("max_seqlen_q")) {
+    RIME_RETURN_IF_ERROR(r.get_int("max_seqlen_q", x));
+    a.max_seqlen_q = x;
+  }
+  if (r.find("max_seqlen_kv")) {
+    RIME_RETURN_IF_ERROR(r.get_int("max_seqlen_kv", x));
+    a.max_seqlen_kv = x;
+  }
   return r.finish();
 }
 
@@ -341,6 +349,8 @@ json to_json_value(const Graph& g) {
     if (a.window_left) ja["window_left"] = *a.window_left;
     if (a.band_right) ja["band_right"] = *a.band_right;
     if (a.padding_mask) ja["padding_mask"] = true;
+    if (a.max_seqlen_q) ja["max_seqlen_q"] = *a.max_seqlen_q;
+    if (a.max_seqlen_kv) ja["max_seqlen_kv"] = *a.max_seqlen_kv;
     if (!ja.empty()) jo["attributes"] = std::move(ja);
     json jk = json::object();
     if (a.split_kv) jk["split_kv"] = *a.split_kv;

@@ -72,6 +72,9 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   }
   for (const std::string& m : mask_features(f.mask))
     if (!contains(row.masks, m)) return Decline{"masks", fmt::format("mask {} not in {}", m, set_of(row.masks))};
+  if ((f.ragged_q || f.ragged_kv) && !row.ragged)
+    return Decline{"ragged", fmt::format("ragged (THD) {} through cu_seqlens not supported",
+                                         f.ragged_q && f.ragged_kv ? "Q and K/V" : f.ragged_q ? "Q" : "K/V")};
   const std::pair<const char*, const TensorFacts*> tensors[] = {{"Q", &f.q()}, {"K", &f.k()}, {"V", &f.v()}, {"O", &f.o()}};
   for (const auto& [name, t] : tensors) {
     if (!contains(row.layouts, t->layout))

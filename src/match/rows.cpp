@@ -75,6 +75,7 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.amax_s = j.at("amax_s").get<bool>();
     r.amax_o = j.at("amax_o").get<bool>();
     r.paged_kv = j.value("paged_kv", false);
+    r.ragged = j.value("ragged", false);
     const json& split = j.at("split_kv");
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));

@@ -56,6 +56,10 @@ bool has_checked_indices(const Facts& f) { return f.mask.padding || f.paged; }
 Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
                      CUstream stream) {
   if (!has_checked_indices(f)) return Status::success();
+  // Ragged offsets (cu_seqlens) have their own contract (docs/graph-json.md); the kernel does not read them yet.
+  if (f.ragged_q || f.ragged_kv)
+    return Status(StatusCode::NotSupported, "checked indices: ragged offsets (cu_seqlens_q / cu_seqlens_kv) are not "
+                                            "checked yet");
   RIME_RETURN_IF_ERROR(load_checker(checker, f));
   const driver::Api* api = driver::api();
   IndexCheckParams p{};

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "graph/geometry.hpp"
 #include "rime/graph.hpp"
@@ -42,6 +44,8 @@ constexpr RoleRule kRoleRules[] = {
     {Role::SfK, Need::No, Need::No, Need::Req},
     {Role::SfV, Need::No, Need::No, Need::Req},
     {Role::PageTable, Need::Opt, Need::Opt, Need::No},
+    {Role::CuSeqlensQ, Need::Opt, Need::Opt, Need::No},
+    {Role::CuSeqlensKv, Need::Opt, Need::Opt, Need::No},
     {Role::O, Need::Req, Need::Req, Need::Req},
     {Role::Stats, Need::Opt, Need::Opt, Need::Opt},
     {Role::AmaxS, Need::No, Need::Opt, Need::No},
@@ -82,6 +86,11 @@ class Checker {
   static std::string at_attr(const char* name) { return fmt::format("/op/attributes/{}", name); }
 
   const TensorDesc* t(Role r) const { return g_.operand(r); }
+  // The batch: Q's dims[0], or for ragged Q (cu_seqlens_q, Q token-major [1, H, T, D]) the offsets' count - 1.
+  int64_t batch() const {
+    const TensorDesc* cu = t(Role::CuSeqlensQ);
+    return cu && cu->dims.size() == 1 ? cu->dims[0] - 1 : t(Role::Q)->dims[0];
+  }
 
   Status check_tensors() const;
   Status check_output_overlap() const;
@@ -230,13 +239,50 @@ Status Checker::check_shapes() const {
     return fail(at_tensor(*t(r), "dims"), fmt::format("{}: dims {} do not match {}'s {} {}", t(r)->name,
                                                       dims_str(t(r)->dims), ref, what, want));
   };
+  // Ragged batches: INT32 offsets [B + 1], and the side's tensors token-major [1, H, T, D].
+  const TensorDesc *cu_q = t(Role::CuSeqlensQ), *cu_kv = t(Role::CuSeqlensKv);
+  for (const TensorDesc* cu : {cu_q, cu_kv}) {
+    if (!cu) continue;
+    const Role r = cu == cu_q ? Role::CuSeqlensQ : Role::CuSeqlensKv;
+    if (cu->dims.size() != 1 || cu->dims[0] < 2)
+      return fail(at_tensor(*cu, "dims"),
+                  fmt::format("{} ({}): dims {} must be [B + 1] with B >= 1 (each sequence's first token, then the "
+                              "end of the last)",
+                              cu->name, to_string(r), dims_str(cu->dims)));
+    RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::INT32));
+  }
+  auto token_major = [&](Role r, Role offsets) -> Status {
+    if (t(r)->dims[0] != 1)
+      return fail(at_tensor(*t(r), "dims"),
+                  fmt::format("{}: dims {}: with {} the tensor is token-major [1, H, T, D]; dims[0] must be 1, is {}",
+                              t(r)->name, dims_str(t(r)->dims), to_string(offsets), t(r)->dims[0]));
+    return Status::success();
+  };
+  if (cu_q) {
+    RIME_RETURN_IF_ERROR(token_major(Role::Q, Role::CuSeqlensQ));
+    RIME_RETURN_IF_ERROR(token_major(Role::O, Role::CuSeqlensQ));
+  }
+  const TensorDesc* table = t(Role::PageTable);
+  if (cu_kv && table)
+    return fail(at_role(Role::CuSeqlensKv),
+                fmt::format("{} (cu_seqlens_kv) and {} (page_table) are both bound: paged K/V are pools, and their "
+                            "sequences' lengths come from seq_len_kv",
+                            cu_kv->name, table->name));
+  if (cu_kv) {
+    RIME_RETURN_IF_ERROR(token_major(Role::K, Role::CuSeqlensKv));
+    RIME_RETURN_IF_ERROR(token_major(Role::V, Role::CuSeqlensKv));
+    if (cu_kv->dims[0] - 1 != batch())
+      return fail(at_tensor(*cu_kv, "dims"),
+                  fmt::format("{} (cu_seqlens_kv): dims {} give {} sequences; the batch is {}", cu_kv->name,
+                              dims_str(cu_kv->dims), cu_kv->dims[0] - 1, batch()));
+  }
+  const int64_t B = batch();
   // Paged K/V: K and V are page pools [num_pages, H_kv, page_size, D] indexed through the page table, so their
   // first dim is the pool's page count, not the batch.
-  const TensorDesc* table = t(Role::PageTable);
-  if (!table && k[0] != q[0]) return mismatch(Role::K, "batch", qn, q[0]);
-  if (!table && v[0] != q[0]) return mismatch(Role::V, "batch", qn, q[0]);
-  if (table && v[0] != k[0]) return mismatch(Role::V, "page count", kn, k[0]);
-  if (o[0] != q[0]) return mismatch(Role::O, "batch", qn, q[0]);
+  if (!table && !cu_kv && k[0] != B) return mismatch(Role::K, "batch", cu_q ? "cu_seqlens_q" : qn, B);
+  if (!table && !cu_kv && v[0] != B) return mismatch(Role::V, "batch", cu_q ? "cu_seqlens_q" : qn, B);
+  if ((table || cu_kv) && v[0] != k[0]) return mismatch(Role::V, table ? "page count" : "batch", kn, k[0]);
+  if (!cu_q && o[0] != q[0]) return mismatch(Role::O, "batch", qn, q[0]);
   if (k[3] != q[3]) return mismatch(Role::K, "head dim", qn, q[3]);
   if (v[1] != k[1]) return mismatch(Role::V, "head count", kn, k[1]);
   if (v[2] != k[2]) return mismatch(Role::V, "sequence length", kn, k[2]);
@@ -253,11 +299,11 @@ Status Checker::check_shapes() const {
                   fmt::format("{}: page size {} (dims[2] of a paged pool [num_pages, H_kv, page_size, D]) must be "
                               "a power of two in 16..256",
                               kn, page_size));
-    if (table->dims.size() != 2 || table->dims[0] != q[0])
+    if (table->dims.size() != 2 || table->dims[0] != B)
       return fail(at_tensor(*table, "dims"),
                   fmt::format("{} (page_table): dims {} must be [{}, max_pages_per_seq] (one row of page ids per "
-                              "batch of {})",
-                              table->name, dims_str(table->dims), q[0], qn));
+                              "sequence)",
+                              table->name, dims_str(table->dims), B));
     if (table->dims[1] * page_size > kMaxDim)
       return fail(at_tensor(*table, "dims"),
                   fmt::format("{} (page_table): {} pages of {} keys exceed {} keys per sequence (32-bit)",
@@ -312,7 +358,7 @@ Status Checker::expect_dtype(Role r, DataType want) const {
 
 Status Checker::check_small_operands() const {
   const auto& q = t(Role::Q)->dims;
-  const int64_t B = q[0], Hq = q[1], Sq = q[2];
+  const int64_t B = batch(), Hq = q[1], Sq = q[2];
   for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV, Role::DescaleS, Role::ScaleS, Role::ScaleO,
                  Role::AmaxS, Role::AmaxO}) {
     RIME_RETURN_IF_ERROR(expect_dims(r, {1, 1, 1, 1}, "a per-tensor scalar"));
@@ -320,7 +366,7 @@ Status Checker::check_small_operands() const {
   }
   RIME_RETURN_IF_ERROR(expect_dims(Role::Sink, {1, Hq, 1, 1}, "one logit per q head"));
   RIME_RETURN_IF_ERROR(expect_dtype(Role::Sink, DataType::FP32));
-  RIME_RETURN_IF_ERROR(expect_dims(Role::Stats, {B, Hq, Sq, 1}, "one LSE per q row"));
+  RIME_RETURN_IF_ERROR(expect_dims(Role::Stats, {q[0], Hq, Sq, 1}, "one LSE per q row"));
   RIME_RETURN_IF_ERROR(expect_dtype(Role::Stats, DataType::FP32));
   for (Role r : {Role::SeqLenQ, Role::SeqLenKv}) {
     const TensorDesc* d = t(r);
@@ -356,12 +402,36 @@ Status Checker::check_attributes() const {
   if (a.band_right && a.causal)
     return fail(at_attr("band_right"),
                 fmt::format("band_right {} and causal are both set; causal is band_right 0", *a.band_right));
-  const bool has_lens = t(Role::SeqLenQ) || t(Role::SeqLenKv);
-  if (a.padding_mask && !(t(Role::SeqLenQ) && t(Role::SeqLenKv)))
-    return fail(at_attr("padding_mask"), "padding_mask needs both seq_len_q and seq_len_kv");
-  if (!a.padding_mask && has_lens)
-    return fail(at_role(t(Role::SeqLenQ) ? Role::SeqLenQ : Role::SeqLenKv),
-                "seq_len_q / seq_len_kv are bound but padding_mask is false");
+  // Per-sequence lengths: each side's from its offsets (ragged) or its seq_len tensor, never both.
+  const bool has_lens = t(Role::SeqLenQ) || t(Role::SeqLenKv) || t(Role::CuSeqlensQ) || t(Role::CuSeqlensKv);
+  for (auto [lens, offsets] : {std::pair{Role::SeqLenQ, Role::CuSeqlensQ}, std::pair{Role::SeqLenKv, Role::CuSeqlensKv}}) {
+    if (t(lens) && t(offsets))
+      return fail(at_role(lens), fmt::format("{} ({}) and {} ({}) are both bound: a side's lengths come from one of "
+                                             "them",
+                                             t(lens)->name, to_string(lens), t(offsets)->name, to_string(offsets)));
+    if (a.padding_mask && !t(lens) && !t(offsets))
+      return fail(at_attr("padding_mask"), fmt::format("padding_mask needs {} or {}", to_string(lens), to_string(offsets)));
+  }
+  if (!a.padding_mask && has_lens) {
+    const Role first = t(Role::SeqLenQ)      ? Role::SeqLenQ
+                       : t(Role::SeqLenKv)   ? Role::SeqLenKv
+                       : t(Role::CuSeqlensQ) ? Role::CuSeqlensQ
+                                             : Role::CuSeqlensKv;
+    return fail(at_role(first), fmt::format("{} is bound but padding_mask is false (per-sequence lengths need it)",
+                                            to_string(first)));
+  }
+  for (auto [max, offsets, tokens] : {std::tuple{&a.max_seqlen_q, Role::CuSeqlensQ, Role::Q},
+                                      std::tuple{&a.max_seqlen_kv, Role::CuSeqlensKv, Role::K}}) {
+    const char* name = offsets == Role::CuSeqlensQ ? "max_seqlen_q" : "max_seqlen_kv";
+    if (!*max) continue;
+    if (!t(offsets))
+      return fail(at_attr(name), fmt::format("{} is set but {} is not bound (it bounds a ragged side)", name,
+                                             to_string(offsets)));
+    const int64_t T = t(tokens)->dims[2];
+    if (**max < 1 || **max > T)
+      return fail(at_attr(name), fmt::format("{} {} is outside 1..{} ({}'s token count)", name, **max, T,
+                                             t(tokens)->name));
+  }
   if (t(Role::PageTable) && !a.padding_mask)
     return fail(at_attr("padding_mask"), fmt::format("{} (page_table) is bound but padding_mask is false: paged K/V "
                                                      "needs each sequence's length (seq_len_kv) and seq_len_q",
@@ -411,6 +481,10 @@ Status Checker::check_sf_o() const {
   const TensorDesc& o = *t(Role::O);
   const TensorDesc* sf = t(Role::SfO);
   if (!sf) return Status::success();  // an FP4 O without sf_o is valid and declined by the matcher
+  if (t(Role::CuSeqlensQ))
+    return fail(at_role(Role::SfO), fmt::format("{} (sf_o): block-scaled O with ragged Q (cu_seqlens_q) is not "
+                                                "supported: sf_o's scale matrices are per (b, h)",
+                                                sf->name));
   int block = 0;
   if (o.dtype == DataType::FP4_E2M1) {
     RIME_RETURN_IF_ERROR(expect_dtype(Role::SfO, DataType::FP8_E4M3));

@@ -55,6 +55,12 @@ void print_facts(const Facts& f) {
     fmt::print("  paged     K/V pools of {} pages x {} keys; page table of {} pages per sequence (S_kv {} is the "
                "longest it addresses; lengths from seq_len_kv)\n",
                f.num_pages, f.page_size, f.max_pages, f.S_kv);
+  if (f.ragged_q || f.ragged_kv) {
+    std::string sides;
+    if (f.ragged_q) sides += fmt::format("Q/O {} tokens (S_q {} is max_seqlen_q)", f.T_q, f.S_q);
+    if (f.ragged_kv) sides += fmt::format("{}K/V {} tokens (S_kv {} is max_seqlen_kv)", f.ragged_q ? "; " : "", f.T_kv, f.S_kv);
+    fmt::print("  ragged    {} sequences through cu_seqlens: {}\n", f.B, sides);
+  }
   std::string outs = "O";
   if (f.wants_stats) outs += f.stats_log2 ? ", Stats (log2)" : ", Stats";
   if (f.wants_amax_s) outs += ", Amax_S";

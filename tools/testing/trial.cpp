@@ -263,6 +263,33 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
         }
         break;
       }
+      case Role::CuSeqlensQ:
+      case Role::CuSeqlensKv: {
+        // Ragged: lengths in [0, max_seqlen] (the first sequence full and the second empty when there are 3 or
+        // more), trimmed to the T tokens the tensors hold, starting after an unused gap when there is room:
+        // rows outside every sequence must be left alone.
+        const bool q_side = role == Role::CuSeqlensQ;
+        const TensorDesc& data = *g.operand(q_side ? Role::Q : Role::K);
+        const int64_t T = data.dims[2], n = t.dims[0] - 1;
+        const std::optional<int64_t>& max = q_side ? op.attributes.max_seqlen_q : op.attributes.max_seqlen_kv;
+        const int64_t s = max.value_or(T);
+        std::vector<int64_t> lens(static_cast<size_t>(n));
+        int64_t sum = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          int64_t len = std::uniform_int_distribution<int64_t>(0, s)(rng);
+          if (n >= 3 && b == 0) len = s;
+          if (n >= 3 && b == 1) len = 0;
+          len = std::min(len, T - sum);
+          lens[static_cast<size_t>(b)] = len;
+          sum += len;
+        }
+        int64_t at = (T - sum) / 2;
+        for (int64_t b = 0; b <= n; ++b) {
+          reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(at));
+          if (b < n) at += lens[static_cast<size_t>(b)];
+        }
+        break;
+      }
       case Role::PageTable:  // after every role: it follows seq_len_kv (fill_page_table)
         break;
       default:  // descale_s, scale_s: read by no kernel; 1 keeps the reference honest
@@ -372,12 +399,20 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   if (f.o_block_scale) blocks.emplace(BlockScaledO{f, o, ob, rep.outputs[sf->uid].data()});
   // A block-scaled O's poison: 0xFF in sf_o is NaN in both scale types; the FP4 codes (0xF = -6) are caught by
   // the comparison.
+  // Each sequence's rows of O and Stats: with ragged Q only its own tokens exist (the rows of a padded batch
+  // past seq_len_q hold O = 0 and are checked as such).
+  std::vector<reference::SeqExtent> q_ext;
+  for (int64_t b = 0; b < f.B; ++b) q_ext.push_back(reference::q_extent(g, f, inputs.tensors, b));
+  auto q_rows = [&](int64_t b) { return f.ragged_q ? std::clamp<int64_t>(q_ext[b].length, 0, f.S_q) : f.S_q; };
+  auto row_offset = [&](const TensorDesc& t, int64_t b, int64_t h, int64_t i, int64_t d) {
+    return f.ragged_q ? reference::seq_offset(t, q_ext[b], h, i, d) : reference::offset_of(t, b, h, i, d);
+  };
   auto element = [&](int64_t b, int64_t h, int64_t i, int64_t d) {
-    return blocks ? blocks->value(b, h, i, d) : load_element(o.dtype, ob, reference::offset_of(o, b, h, i, d));
+    return blocks ? blocks->value(b, h, i, d) : load_element(o.dtype, ob, row_offset(o, b, h, i, d));
   };
   for (int64_t b = 0; b < f.B; ++b)
     for (int64_t h = 0; h < f.H_q; ++h)
-      for (int64_t i = 0; i < f.S_q; ++i)
+      for (int64_t i = 0; i < q_rows(b); ++i)
         for (int64_t d = 0; d < f.D_v; ++d)
           if (!std::isfinite(element(b, h, i, d))) ++non_finite;
   if (non_finite) fail(fmt::format("O has {} unwritten or non-finite elements", non_finite));
@@ -397,21 +432,24 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
 
   // Rows to check: all, or a sample that always holds the first and last rows of each batch.
   std::vector<std::array<int64_t, 3>> rows;
-  const int64_t total = f.B * f.H_q * f.S_q;
+  int64_t total = 0;
+  for (int64_t b = 0; b < f.B; ++b) total += f.H_q * q_rows(b);
   std::mt19937_64 rng(inputs.seed ^ 0x5eedULL);
   if (total <= opt.max_reference_rows) {
     for (int64_t b = 0; b < f.B; ++b)
       for (int64_t h = 0; h < f.H_q; ++h)
-        for (int64_t i = 0; i < f.S_q; ++i) rows.push_back({b, h, i});
+        for (int64_t i = 0; i < q_rows(b); ++i) rows.push_back({b, h, i});
   } else {
     std::set<std::array<int64_t, 3>> picked;
     for (int64_t b = 0; b < f.B; ++b) {
+      if (q_rows(b) == 0) continue;
       picked.insert({b, 0, 0});
-      picked.insert({b, f.H_q - 1, f.S_q - 1});
+      picked.insert({b, f.H_q - 1, q_rows(b) - 1});
     }
     while (static_cast<int64_t>(picked.size()) < opt.max_reference_rows) {
-      int64_t r = std::uniform_int_distribution<int64_t>(0, total - 1)(rng);
-      picked.insert({r / (f.H_q * f.S_q), (r / f.S_q) % f.H_q, r % f.S_q});
+      const int64_t r = std::uniform_int_distribution<int64_t>(0, f.B * f.H_q * f.S_q - 1)(rng);
+      const int64_t b = r / (f.H_q * f.S_q), i = r % f.S_q;
+      if (i < q_rows(b)) picked.insert({b, (r / f.S_q) % f.H_q, i});
     }
     rows.assign(picked.begin(), picked.end());
   }
@@ -495,8 +533,7 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
     if (stats) {
       double lse = ref.lse;
       if (f.stats_log2) lse *= 1.4426950408889634;
-      const double got = load_element(DataType::FP32, rep.outputs[stats->uid].data(),
-                                       b * stats->strides[0] + h * stats->strides[1] + i * stats->strides[2]);
+      const double got = load_element(DataType::FP32, rep.outputs[stats->uid].data(), row_offset(*stats, b, h, i, 0));
       const bool both_neg_inf = std::isinf(got) && got < 0 && std::isinf(lse) && lse < 0;
       if (!both_neg_inf) {
         const double e = std::fabs(got - lse);

@@ -18,16 +18,26 @@ double scalar(const Graph& g, const HostTensors& t, Role role, double fallback) 
   return load_element(d->dtype, t.at(d->uid).data(), 0);
 }
 
-int64_t seq_len(const Graph& g, const HostTensors& t, Role role, int64_t b, int64_t fallback) {
-  const TensorDesc* d = g.operand(role);
-  if (!d) return fallback;
-  return static_cast<int64_t>(load_element(DataType::INT32, t.at(d->uid).data(), b * d->strides[0]));
+int64_t int_at(const HostTensors& t, const TensorDesc& d, int64_t index) {
+  return static_cast<int64_t>(load_element(DataType::INT32, t.at(d.uid).data(), index * d.strides[0]));
 }
 
-// The element offset of (key j, d) of batch b, head h_kv in K or V: dense [B, H_kv, S_kv, D], or with a page
-// table the pool [num_pages, H_kv, page_size, D] at page page_table[b][j / page_size], slot j % page_size.
+// One side's extent of sequence b: from its offsets (ragged), its lengths (padding), or the tensors' S.
+SeqExtent side_extent(const Graph& g, const HostTensors& t, Role lens, Role offsets, int64_t b, int64_t s) {
+  if (const TensorDesc* cu = g.operand(offsets)) {
+    const int64_t first = int_at(t, *cu, b);
+    return {0, first, int_at(t, *cu, b + 1) - first};
+  }
+  if (const TensorDesc* d = g.operand(lens)) return {b, 0, int_at(t, *d, b)};
+  return {b, 0, s};
+}
+
+// The element offset of (key j, d) of batch b, head h_kv in K or V: dense [B, H_kv, S_kv, D], ragged at the
+// sequence's tokens, or with a page table the pool [num_pages, H_kv, page_size, D] at page
+// page_table[b][j / page_size], slot j % page_size.
 int64_t kv_offset(const Graph& g, const Facts& f, const HostTensors& t, const TensorDesc& kv, int64_t b,
                   int64_t h_kv, int64_t j, int64_t d) {
+  if (f.ragged_kv) return seq_offset(kv, kv_extent(g, f, t, b), h_kv, j, d);
   if (!f.paged) return offset_of(kv, b, h_kv, j, d);
   const TensorDesc& table = *g.operand(Role::PageTable);
   const int64_t page = static_cast<int64_t>(load_element(
@@ -44,16 +54,21 @@ double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
 
 }  // namespace
 
+SeqExtent q_extent(const Graph& g, const Facts& f, const HostTensors& t, int64_t b) {
+  return side_extent(g, t, Role::SeqLenQ, Role::CuSeqlensQ, b, f.S_q);
+}
+SeqExtent kv_extent(const Graph& g, const Facts& f, const HostTensors& t, int64_t b) {
+  return side_extent(g, t, Role::SeqLenKv, Role::CuSeqlensKv, b, f.S_kv);
+}
+
 KvRange unmasked_keys(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t i) {
   int64_t hi = f.S_kv, lo = 0;
-  if (f.mask.padding) hi = std::min(hi, std::max<int64_t>(0, seq_len(g, t, Role::SeqLenKv, b, f.S_kv)));
-  // Bottom-right alignment: the batch's own seq_len_kv - seq_len_q with per-batch lengths (SPEC section 2), else
-  // S_kv - S_q. hi is the batch's clamped kv length here.
+  if (f.mask.padding) hi = std::min(hi, std::max<int64_t>(0, kv_extent(g, f, t, b).length));
+  // Bottom-right alignment: the batch's own seq_len_kv - seq_len_q with per-batch lengths (SPEC section 2; a
+  // ragged side's lengths are its offsets' differences), else S_kv - S_q. hi is the batch's clamped kv length.
   int64_t shift = 0;
   if (f.mask.bottom_right)
-    shift = f.mask.padding
-                ? hi - std::clamp<int64_t>(seq_len(g, t, Role::SeqLenQ, b, f.S_q), 0, f.S_q)
-                : f.S_kv - f.S_q;
+    shift = f.mask.padding ? hi - std::clamp<int64_t>(q_extent(g, f, t, b).length, 0, f.S_q) : f.S_kv - f.S_q;
   if (f.mask.causal) hi = std::min(hi, i + shift + 1);
   if (f.mask.band_right) hi = std::min(hi, i + shift + *f.mask.band_right + 1);
   if (f.mask.window_left) lo = std::max<int64_t>(lo, i + shift - (*f.mask.window_left - 1));
@@ -74,8 +89,8 @@ struct RowScores {
 RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
                      const KvRange* kv_range) {
   RowScores out;
-  const int64_t seq_q = f.mask.padding ? seq_len(g, t, Role::SeqLenQ, b, f.S_q) : f.S_q;
-  out.live = i < seq_q;
+  const SeqExtent qe = q_extent(g, f, t, b);
+  out.live = i < qe.length;
   if (!out.live) return out;
   const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K);
   const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data();
@@ -92,7 +107,7 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
   std::vector<double> qrow(static_cast<size_t>(f.D_qk));
   const bool mx = f.is_mxfp8;
   for (int64_t d = 0; d < f.D_qk; ++d) {
-    qrow[d] = load_element(q.dtype, qb, offset_of(q, b, h, i, d));
+    qrow[d] = load_element(q.dtype, qb, seq_offset(q, qe, h, i, d));
     if (mx) qrow[d] *= mx_scale(g, t, Role::SfQ, b, h, i, d / 32);
   }
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {

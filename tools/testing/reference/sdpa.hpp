@@ -47,4 +47,20 @@ inline int64_t offset_of(const TensorDesc& t, int64_t b, int64_t h, int64_t s, i
   return b * t.strides[0] + h * t.strides[1] + s * t.strides[2] + d * t.strides[3];
 }
 
+// Sequence b on one side (Q/O/Stats, or K/V): the row of its first token in the side's tensors and its length
+// as the caller gave it (not clamped). Ragged (cu_seqlens): tokens cu[b] .. cu[b + 1] of [1, H, T, D]; padding:
+// rows 0 .. seq_len[b] of batch b; else rows 0 .. S of batch b.
+struct SeqExtent {
+  int64_t batch = 0;  // the tensor's dims[0] index: b, or 0 for a ragged side
+  int64_t first = 0;  // the row (dims[2] index) of the sequence's first token
+  int64_t length = 0;
+};
+SeqExtent q_extent(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b);
+SeqExtent kv_extent(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b);
+
+// Element offset of (row i of sequence b, head h, d) on a side: offset_of at the sequence's own rows.
+inline int64_t seq_offset(const TensorDesc& t, const SeqExtent& e, int64_t h, int64_t i, int64_t d) {
+  return offset_of(t, e.batch, h, e.first + i, d);
+}
+
 }  // namespace rime::reference
