@@ -824,6 +824,11 @@ TEST_CASE("a ragged graph's reference equals the padded graph's on the same sequ
           CHECK(a.o == c.o);
         }
     CHECK(live > 0);
+    // TFLOP/s count the pairs the sequences hold, the same for both forms of the batch.
+    const double flops = testing::attention_flops(ragged.value(), rf.value(), rin);
+    CHECK(flops > 0);
+    CHECK(flops == testing::attention_flops(padded, pf.value(), pin));
+    CHECK(flops < testing::attention_flops(pf.value()));  // the second sequence is empty
   }
 }
 
@@ -884,4 +889,21 @@ TEST_CASE("ragged graphs: facts, round trip, and every row declines them with th
   for (const RowVerdict& v : match(f.value()))
     if (v.field == "ragged") named = named || v.reason.find("ragged (THD) Q and K/V through cu_seqlens not supported") != std::string::npos;
   CHECK(named);
+}
+
+TEST_CASE("FLOPs of a padded run count each sequence's pairs; at full lengths the tensor formula", "[reference]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp16_window_padding"));  // causal + window 256, S 1000
+  REQUIRE(g.ok());
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  testing::TrialInputs in = testing::make_inputs(g.value(), 2);
+  for (Role r : {Role::SeqLenQ, Role::SeqLenKv})
+    for (int64_t b = 0; b < f->B; ++b) store_element(DataType::INT32, in.tensors.at(g->operand(r)->uid).data(), b, 1000);
+  CHECK(testing::attention_flops(g.value(), f.value(), in) == testing::attention_flops(f.value()));
+  // One sequence of 10 queries over 10 keys, the others empty: 10 x 11 / 2 causal pairs (the window of 256 is
+  // wider), times H_q 8 and 2 (D_qk + D_v) = 512 FLOPs a pair.
+  for (int64_t b = 0; b < f->B; ++b)
+    for (Role r : {Role::SeqLenQ, Role::SeqLenKv})
+      store_element(DataType::INT32, in.tensors.at(g->operand(r)->uid).data(), b, b == 2 ? 10 : 0);
+  CHECK(testing::attention_flops(g.value(), f.value(), in) == 55.0 * 8 * 512);
 }

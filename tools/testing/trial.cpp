@@ -107,6 +107,19 @@ double attention_flops(const Facts& f) {
   return pairs * static_cast<double>(f.B * f.H_q) * 2.0 * static_cast<double>(f.D_qk + f.D_v);
 }
 
+double attention_flops(const Graph& g, const Facts& f, const TrialInputs& inputs) {
+  if (!f.mask.padding) return attention_flops(f);
+  double pairs = 0;
+  for (int64_t b = 0; b < f.B; ++b) {
+    const int64_t rows = std::clamp<int64_t>(reference::q_extent(g, f, inputs.tensors, b).length, 0, f.S_q);
+    for (int64_t i = 0; i < rows; ++i) {
+      const reference::KvRange keys = reference::unmasked_keys(g, f, inputs.tensors, b, i);
+      pairs += static_cast<double>(std::max<int64_t>(0, keys.last - std::max<int64_t>(0, keys.first)));
+    }
+  }
+  return pairs * static_cast<double>(f.H_q) * 2.0 * static_cast<double>(f.D_qk + f.D_v);
+}
+
 double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs) {
   const TensorDesc* table = g.operand(Role::PageTable);
   const TensorDesc* lens = g.operand(Role::SeqLenKv);
@@ -370,7 +383,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     api->cuEventDestroy(stop);
     std::sort(times.begin(), times.end());
     rep.median_ms = times[times.size() / 2];
-    rep.tflops = attention_flops(f) / (rep.median_ms * 1e-3) / 1e12;
+    rep.tflops = attention_flops(g, f, inputs) / (rep.median_ms * 1e-3) / 1e12;
     rep.gbps = bytes_moved(g, f, inputs) / (rep.median_ms * 1e-3) / 1e9;
   }
   if (!opt.check) return rep;

@@ -79,6 +79,9 @@ TrialReport check_outputs(const Graph& graph, const Facts& facts, const TrialInp
 
 // FLOPs of the two matmuls over the unmasked (q, k) pairs (padding ignored): 2 * (D_qk + D_v) per pair.
 double attention_flops(const Facts& f);
+// The same over the pairs the run's sequences hold: with per-sequence lengths (padding, paged, ragged) each
+// sequence's own rows and keys, from `inputs`; otherwise attention_flops(f).
+double attention_flops(const Graph& g, const Facts& f, const TrialInputs& inputs);
 
 // The bytes a plan's run moves, for GB/s: every tensor of the graph once, except K and V with per-sequence
 // lengths (padded tensors, paged pools), of which only the keys the sequences hold are read (seq_len_kv[b] keys
