@@ -194,6 +194,30 @@ TEST_CASE("the checked-indices kernel compiles for sm_80 and sm_90a", "[jit]") {
     }
 }
 
+TEST_CASE("the kernels' ragged specializations compile (no row selects them yet)", "[jit][ragged]") {
+  // Ragged Q and K/V with padding, causal, split (and paged K/V under a ragged Q) on the mma.sync engine, the
+  // warp-specialized engine and the combine: what the rows will select once the GPU sweep has run them.
+  constexpr int kRagged = RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_RAGGED_KV | RIME_F_MASK | RIME_F_STATS;
+  const std::vector<KernelSpec> specs = {
+      attention_spec(RIME_T_E4M3, RIME_T_BF16, 128, 16, kRagged | RIME_F_SPLIT, "sm_90a", 32),
+      attention_spec(RIME_T_BF16, RIME_T_BF16, 64, 64, kRagged, "sm_90a"),
+      attention_spec(RIME_T_E4M3, RIME_T_BF16, 128, 16,
+                     RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_PAGED | RIME_F_SPLIT | RIME_F_STATS, "sm_90a", 32),
+      KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
+                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}>", RIME_T_E4M3, RIME_T_E4M3, kRagged),
+                 "__grid_constant__ SdpaWsParams", "sm_90a"},
+      KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
+                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}>", RIME_T_BF16, RIME_T_BF16, kRagged),
+                 "__grid_constant__ SdpaWsParams", "sm_90a"},
+      combine(RIME_T_BF16, 128, RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_STATS, "sm_90a"),
+  };
+  for (const KernelSpec& spec : specs) {
+    Result<CompiledKernel> k = compile_uncached(spec);
+    INFO(spec.name_expression << ": " << (k.ok() ? "" : k.status().message()));
+    CHECK(k.ok());
+  }
+}
+
 TEST_CASE("a compile error returns CompileFailed with the log and the kernel name", "[jit]") {
   KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // head dim 80: static_assert
   Result<CompiledKernel> k = compile_uncached(bad);

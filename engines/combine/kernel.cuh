@@ -32,7 +32,14 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
   const int i = int(row % p.S_q), h = int((row / p.S_q) % p.H_q), b = int(row / (i64(p.S_q) * p.H_q));
   const i64 slot_stride = rows;  // partial slot (k * B + b) of row (h, i)
   bool live_row = true;
-  if constexpr ((kFeatures & RIME_F_PADDING) != 0) live_row = i < p.seq_len_q[b];
+  int tok0 = 0;  // ragged Q: the batch's first token (O and Stats rows are tokens tok0 + i)
+  if constexpr ((kFeatures & RIME_F_RAGGED_Q) != 0) {
+    // A row past the sequence's length is another sequence's token: nothing to write (the whole CTA leaves).
+    tok0 = p.cu_seqlens_q[b];
+    if (i >= p.cu_seqlens_q[b + 1] - tok0) return;
+  } else if constexpr ((kFeatures & RIME_F_PADDING) != 0) {
+    live_row = i < p.seq_len_q[b];
+  }
   pdl_wait();  // the partials are the attention kernel's output; it may still be running (programmatic launch)
 
   float m_run = neg_inf(), den_run = 0.f;
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
   const float inv = any ? 1.f / fmaxf(den, 1e-30f) : 0.f;
   float scale_o = 1.f;
   if constexpr ((kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
-  const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+  const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(tok0 + i) * p.o_stride[2];
   float amax = 0.f;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   if constexpr (kBlock > 0) {
@@ -142,7 +149,7 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
     if (lane == 0) {
       float lse = any ? m + __logf(den) : neg_inf();
       if (p.stats_log2 && any) lse *= kLog2e;
-      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(tok0 + i) * p.stats_stride[2]] = lse;
     }
   }
   if constexpr ((kFeatures & RIME_F_AMAX_O) != 0) {

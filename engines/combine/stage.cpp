@@ -17,7 +17,8 @@ Result<KernelStage> combine_stage(const Facts& f, const CapabilityRow& row, cons
   s.spec.params_type = "CombineParams";
   s.spec.arch = arch;
   const int bits =
-      sdpa_features(f, false) & (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O);
+      sdpa_features(f, false) &
+      (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O | RIME_F_RAGGED_Q);
   s.spec.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", sdpa_o_type_code(f), f.D_v, bits, warps);
   s.grid = {rows, 1, 1};
   s.block = 32 * warps;
@@ -36,6 +37,7 @@ CombineParams combine_params(const Facts& f, const Config& c, const Bindings& b)
   p.amax_o = static_cast<float*>(b.of(f, Role::AmaxO));
   p.sink = static_cast<const float*>(b.of(f, Role::Sink));
   p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
+  p.cu_seqlens_q = static_cast<const int*>(b.of(f, Role::CuSeqlensQ));
   p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
   p.sf_o = static_cast<unsigned char*>(b.of(f, Role::SfO));
   p.sf_layout = f.sf_o_layout == SfLayout::TokenMajor ? 1 : 0;
@@ -45,6 +47,7 @@ CombineParams combine_params(const Facts& f, const Config& c, const Bindings& b)
     p.o_stride[i] = f.o().strides[static_cast<size_t>(i)];
     p.stats_stride[i] = f.wants_stats ? f.operand(Role::Stats).strides[static_cast<size_t>(i)] : 0;
   }
+  if (f.ragged_q) p.o_stride[0] = p.stats_stride[0] = 0;  // sequence b's rows are its tokens (sdpa_params)
   p.B = static_cast<int>(f.B);
   p.H_q = static_cast<int>(f.H_q);
   p.S_q = static_cast<int>(f.S_q);

@@ -23,17 +23,26 @@ struct Slot {
 // The valid extents of one batch: rows past seq_q are padding, keys past kv_limit are masked. diag_shift is the
 // bottom-right alignment's shift for this batch: with per-batch lengths the batch's own seq_len_kv - seq_len_q
 // (SPEC section 2, as cuDNN and FlashAttention's varlen: the last query of a sequence sees its last key), else
-// the tensors' S_kv - S_q (0 for top-left).
+// the tensors' S_kv - S_q (0 for top-left). q_tok0 / kv_tok0: the row (dims[2] index) of the batch's first
+// token in a ragged side's token-major tensors, 0 otherwise.
 struct BatchExtent {
   int seq_q, kv_limit, right_bound;  // right_bound -1: no upper key bound beyond kv_limit
   int diag_shift;
+  int q_tok0, kv_tok0;
 };
 
-template <bool kPadding>
+template <int kFeatures>
 __device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) {
+  constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
+  constexpr bool kRaggedQ = (kFeatures & RIME_F_RAGGED_Q) != 0, kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
+  static_assert((!kRaggedQ && !kRaggedKv) || kPadding, "ragged sides have per-sequence lengths (padding)");
   BatchExtent e;
-  e.seq_q = kPadding ? min(p.S_q, p.seq_len_q[b]) : p.S_q;
-  e.kv_limit = kPadding ? max(0, min(p.S_kv, p.seq_len_kv[b])) : p.S_kv;
+  e.q_tok0 = kRaggedQ ? p.cu_seqlens_q[b] : 0;
+  e.kv_tok0 = kRaggedKv ? p.cu_seqlens_kv[b] : 0;
+  const int len_q = kRaggedQ ? p.cu_seqlens_q[b + 1] - e.q_tok0 : (kPadding ? p.seq_len_q[b] : p.S_q);
+  const int len_kv = kRaggedKv ? p.cu_seqlens_kv[b + 1] - e.kv_tok0 : (kPadding ? p.seq_len_kv[b] : p.S_kv);
+  e.seq_q = kPadding ? min(p.S_q, len_q) : p.S_q;
+  e.kv_limit = kPadding ? max(0, min(p.S_kv, len_kv)) : p.S_kv;
   e.right_bound = p.causal ? 0 : p.band_right;
   e.diag_shift = kPadding && p.bottom_right ? e.kv_limit - max(0, e.seq_q) : p.diag_shift;
   return e;
@@ -79,14 +88,18 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
 struct ThreadRows {
   int i[2], h[2], key_lo[2], key_hi[2];
   bool live[2], exists[2];
+  int tok0;  // the batch's q_tok0: row i is dims[2] index tok0 + i of Q, O and Stats
 };
 
-template <bool kMask>
+// With ragged Q (kRaggedQ) a row past the sequence's length does not exist: its token is the next sequence's
+// first, which nothing of this batch may write (a padded batch's rows there are its own and get O = 0).
+template <bool kMask, bool kRaggedQ = false>
 __device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const BatchExtent& e, int first, int h_kv) {
   ThreadRows rows;
+  rows.tok0 = e.q_tok0;
   for (int r = 0; r < 2; ++r) {
     const int pr = first + 8 * r;
-    rows.exists[r] = pr < p.packed_rows;
+    rows.exists[r] = pr < p.packed_rows && (!kRaggedQ || pr / p.group < e.seq_q);
     rows.i[r] = rows.exists[r] ? pr / p.group : 0;
     rows.h[r] = h_kv * p.group + (rows.exists[r] ? pr % p.group : 0);
     rows.live[r] = rows.exists[r] && rows.i[r] < e.seq_q;
@@ -374,7 +387,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       if (t == 0) p.lse_partial[prow] = lse;
       return;
     }
-    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(i) * p.o_stride[2];
+    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(rows.tok0 + i) * p.o_stride[2];
     if constexpr (kBlock > 0 && kStaged) {
       const float to_o = inv * scale_o;
       const int local_row = (tid / 32) * 16 + lane / 4 + 8 * slot;
@@ -431,7 +444,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       }
     }
     if ((kFeatures & RIME_F_STATS) && t == 0 && rows.exists[slot])
-      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(i) * p.stats_stride[2]] = lse;
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(rows.tok0 + i) * p.stats_stride[2]] = lse;
   };
   finish_row(Slot<0>{});
   finish_row(Slot<1>{});

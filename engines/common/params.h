@@ -23,6 +23,10 @@
 #define RIME_F_SCALE_O 128 // O is FP8 / block-scaled and scale_o is bound; absent means the identity
 #define RIME_F_MX_INPUTS 256  // MXFP8 inputs: UE8M0 scales SF_Q / SF_K / SF_V instead of per-tensor descales
 #define RIME_F_PAGED 512      // K / V are page pools [pages][H_kv][page_size][D] read through page_table
+// Ragged (THD) sides, with RIME_F_PADDING: sequence b's rows are tokens cu_seqlens[b] .. cu_seqlens[b + 1] of a
+// token-major [1][H][T][D] tensor (its stride[0] passed as 0), its length the offsets' difference.
+#define RIME_F_RAGGED_Q 1024   // Q, O, Stats through cu_seqlens_q
+#define RIME_F_RAGGED_KV 2048  // K, V through cu_seqlens_kv
 
 struct SdpaParams {
   const void* q;
@@ -40,6 +44,8 @@ struct SdpaParams {
   const int* page_table;
   long long page_table_stride;
   int page_size_log2;
+  const int* cu_seqlens_q;   // ragged Q: [B + 1] token offsets
+  const int* cu_seqlens_kv;  // ragged K/V
   const float* descale_q;
   const float* descale_k;
   const float* descale_v;
@@ -80,6 +86,7 @@ struct CombineParams {
   float* amax_o;
   const float* sink;
   const int* seq_len_q;
+  const int* cu_seqlens_q;  // ragged Q (RIME_F_RAGGED_Q): rows from the offsets, O and Stats at tokens
   const float* scale_o;
   unsigned char* sf_o;
   long long o_stride[3];

@@ -38,6 +38,8 @@ int sdpa_features(const Facts& f, bool split) {
   if (f.has_scale_o && (is_fp8(f.o().dtype) || f.o_block_scale != 0)) bits |= RIME_F_SCALE_O;
   if (f.is_mxfp8) bits |= RIME_F_MX_INPUTS;
   if (f.paged) bits |= RIME_F_PAGED;
+  if (f.ragged_q) bits |= RIME_F_RAGGED_Q;
+  if (f.ragged_kv) bits |= RIME_F_RAGGED_KV;
   return bits;
 }
 
@@ -68,6 +70,8 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
   p.seq_len_kv = static_cast<const int*>(b.of(f, Role::SeqLenKv));
   p.page_table = static_cast<const int*>(b.of(f, Role::PageTable));
+  p.cu_seqlens_q = static_cast<const int*>(b.of(f, Role::CuSeqlensQ));
+  p.cu_seqlens_kv = static_cast<const int*>(b.of(f, Role::CuSeqlensKv));
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
     while ((int64_t{1} << p.page_size_log2) < f.page_size) ++p.page_size_log2;
@@ -93,6 +97,10 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   copy_strides(p.v_stride, f.v());
   copy_strides(p.o_stride, f.o());
   copy_strides(p.stats_stride, f.operand(Role::Stats));
+  // Ragged sides are one token-major "batch" [1, H, T, D]: the kernels address sequence b at its tokens, never
+  // at b x stride[0].
+  if (f.ragged_q) p.q_stride[0] = p.o_stride[0] = p.stats_stride[0] = 0;
+  if (f.ragged_kv) p.k_stride[0] = p.v_stride[0] = 0;
   // check_sdpa_int32 bounded every narrowing below when the plan was derived.
   p.B = static_cast<int>(f.B);
   p.H_q = static_cast<int>(f.H_q);

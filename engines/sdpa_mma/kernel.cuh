@@ -71,18 +71,21 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * kTileQ;
 
-  const BatchExtent ext = batch_extent<kPadding>(p, b);
+  const BatchExtent ext = batch_extent<kFeatures>(p, b);
   const int kv_limit = ext.kv_limit;
   int kt_begin, kt_end;
   kv_tile_range<kTileQ, kTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   // The two rows this thread holds in every accumulator: warp row g and g + 8.
-  const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);
+  const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + warp * 16 + g, h_kv);
 
   const u8* q_base = static_cast<const u8*>(p.q);
-  // Dense K/V: the (b, h_kv) plane; paged: the pools' h_kv plane, key j at page_table[b][j / page_size].
+  // Dense K/V: the (b, h_kv) plane; paged: the pools' h_kv plane, key j at page_table[b][j / page_size]; ragged:
+  // the plane from the batch's first token (stride[0] is 0).
   const i64 kv_b = kPaged ? 0 : b;
-  const u8* k_base = static_cast<const u8*>(p.k) + (kv_b * p.k_stride[0] + i64(h_kv) * p.k_stride[1]) * kEB;
-  const u8* v_base = static_cast<const u8*>(p.v) + (kv_b * p.v_stride[0] + i64(h_kv) * p.v_stride[1]) * kEB;
+  const u8* k_base = static_cast<const u8*>(p.k) +
+                     (kv_b * p.k_stride[0] + i64(h_kv) * p.k_stride[1] + i64(ext.kv_tok0) * p.k_stride[2]) * kEB;
+  const u8* v_base = static_cast<const u8*>(p.v) +
+                     (kv_b * p.v_stride[0] + i64(h_kv) * p.v_stride[1] + i64(ext.kv_tok0) * p.v_stride[2]) * kEB;
   const int* page_row = kPaged ? p.page_table + i64(b) * p.page_table_stride : nullptr;
   // Element offset of key j (< kv_limit) from its plane base. A paged key reads its page id, which the caller
   // guarantees in [0, num_pages) for every page that holds a key below seq_len_kv[b] (docs/graph-json.md).
@@ -159,9 +162,10 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     constexpr int kChunksQ = kDqk * kEB / 16;
     for (int c = tid; c < kTileQ * kChunksQ; c += kThreads) {
       const int r = c / kChunksQ, col = c % kChunksQ, pr = row0 + r;
-      const bool ok = pr < p.packed_rows;
+      // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
+      const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
       const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
-      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(i) * p.q_stride[2]) * kEB;
+      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
       cp_async_16(sQ + r * kRowQ + col * 16, ok ? src + col * 16 : q_base, ok);
     }
   }

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   const int q_tile = blockIdx.x, h_kv = blockIdx.y;
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * rime_ws::kTileQ;
-  const BatchExtent ext = batch_extent<kPadding>(p, b);
+  const BatchExtent ext = batch_extent<kFeatures>(p, b);
   int kt_begin, kt_end;
   kv_tile_range<rime_ws::kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   const int n_tiles = kt_end - kt_begin;
@@ -331,15 +331,20 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       prefetch_tensor_map(&params.v_map);
     }
     constexpr unsigned kKBytes = kN * kDqk * kEB, kVBytes = kN * kDv * kEB;
+    // Ragged K/V: the maps are (d, T, h, 1) and the batch's keys start at token kv_tok0. A tile running past the
+    // batch's end reads the next sequence's tokens (or TMA's zeros past T): masked in S, and V's rows past the
+    // length are zeroed below, as for any padded batch.
+    constexpr bool kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
+    const int kv_b = kRaggedKv ? 0 : b;
     auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
       const int s = stage_of(j);
       const unsigned ph = phase_of(j);
-      const int key0 = (kt_begin + j) * kN;
+      const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
       mbar_wait(&k_empty[s], ph ^ 1);
       mbar_expect_tx(&k_full[s], kKBytes);
 #pragma unroll
       for (int c = 0; c < kSubs; ++c)
-        tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, b,
+        tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, kv_b,
                     &k_full[s]);
       // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
       // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
@@ -347,7 +352,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       mbar_expect_tx(&v_full[s], kVBytes);
 #pragma unroll
       for (int c = 0; c < kSubsV; ++c)
-        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRowV, &params.v_map, c * (kRowV / kEB), key0, h_kv, b,
+        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRowV, &params.v_map, c * (kRowV / kEB), key0, h_kv, kv_b,
                     &v_full[s]);
     };
     if constexpr (kVDirect) {
@@ -399,9 +404,10 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     constexpr int kChunks = kDqk * kEB / 16;
     for (int c = ctid; c < 64 * kChunks; c += 128) {
       const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
-      const bool ok = pr < p.packed_rows;
+      // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
+      const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
       const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
-      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(i) * p.q_stride[2]) * kEB;
+      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
       const int byte = ch * 16;
       cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
     }
@@ -413,7 +419,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
 
   float scale_log2 = p.attn_scale * kLog2e;
   if constexpr (kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
-  const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
+  const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
 
   float o_acc[kDT][4];
   float s[kNT][4];

@@ -113,6 +113,8 @@ template <int kOut, int kFeatures>
 __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fwd(const SdpaParams p) {
   constexpr int kNT = kWgmmaTileKv / 8, kDT = kWgmmaD / 8;
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
+  static_assert((kFeatures & (RIME_F_RAGGED_Q | RIME_F_RAGGED_KV)) == 0,
+                "the pre-pass engine does not read token offsets (its row declines ragged graphs)");
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
@@ -133,12 +135,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 2 / kWgmmaGroups) sdpa_wgmma_fw
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * kWgmmaTileQ;
 
-  const BatchExtent ext = batch_extent<kPadding>(p, b);
+  const BatchExtent ext = batch_extent<kFeatures>(p, b);
   int kt_begin, kt_end;
   kv_tile_range<kWgmmaTileQ, kWgmmaTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   // Warp w of the CTA holds packed rows 16w .. 16w + 15 (warpgroup wg rows 64wg + 16(w % 4) ..): the wgmma
   // accumulator of a warpgroup gives its warp w % 4 rows 16(w % 4) + g and + 8.
-  const ThreadRows rows = thread_rows<kMask>(p, ext, row0 + warp * 16 + g, h_kv);
+  const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + warp * 16 + g, h_kv);
 
   const u8* q_base = static_cast<const u8*>(p.q);
   const u8* k_base = static_cast<const u8*>(p.k) + i64(b) * p.k_stride[0] + i64(h_kv) * p.k_stride[1];
@@ -250,7 +252,7 @@ __global__ void __launch_bounds__(256) vt_fp8(const SdpaParams p) {
   __shared__ __align__(16) u8 tile[kWgmmaTileKv * kPitch];
   pdl_launch_dependents();  // the attention kernel waits for this grid's completion before it reads V^T
   const int tid = threadIdx.x, kt = blockIdx.x, h_kv = blockIdx.y, b = blockIdx.z;
-  const int kv_limit = batch_extent<kPadding>(p, b).kv_limit;
+  const int kv_limit = batch_extent<kFeatures>(p, b).kv_limit;
   const u8* v_base = static_cast<const u8*>(p.v) + i64(b) * p.v_stride[0] + i64(h_kv) * p.v_stride[1];
   for (int c = tid; c < kWgmmaTileKv * (kWgmmaD / 16); c += 256) {
     const int r = c / (kWgmmaD / 16), ch = c % (kWgmmaD / 16), j = kt * kWgmmaTileKv + r;
