@@ -881,6 +881,16 @@ TEST_CASE("ragged graphs: facts, round trip, and every row declines them with th
   REQUIRE(f.ok());
   CHECK(f->S_kv == 128);
   CHECK(f->T_kv == 300);
+  CHECK_FALSE(f->decode);
+  // One new token per sequence (max_seqlen_q 1) is a decode, whatever the token count.
+  nlohmann::json doc = nlohmann::json::parse(graph_to_json(g.value()));
+  doc["op"]["attributes"]["max_seqlen_q"] = 1;
+  Result<Graph> one = graph_from_json(doc.dump());
+  REQUIRE(one.ok());
+  Result<Facts> one_f = analyze(one.value(), DeviceDesc::h200());
+  REQUIRE(one_f.ok());
+  CHECK(one_f->decode);
+  CHECK(one_f->S_q == 1);
   for (const RowVerdict& v : match(f.value())) {
     INFO(v.row_id << ": " << v.reason);
     CHECK_FALSE(v.accepted);

@@ -82,7 +82,6 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
     f.sf_o_cols = sf->dims[3];
   }
   f.has_scale_o = graph.operand(Role::ScaleO) != nullptr;
-  f.decode = f.S_q == 1;
   if (const TensorDesc* cu = graph.operand(Role::CuSeqlensQ)) {
     f.ragged_q = true;
     f.B = cu->dims[0] - 1;
@@ -101,6 +100,7 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
     f.max_pages = table->dims[1];
     f.S_kv = f.max_pages * f.page_size;
   }
+  f.decode = f.S_q == 1;  // after a ragged Q's S_q (max_seqlen_q)
   // Split-KV recombines normalized partials through their LSE, which every kernel can produce. Amax_S is the
   // exception: each split normalizes P by its own l, so a max over partial P over-reports, and recovering it
   // would need per-split row maxima in the workspace, which no engine writes.
