@@ -173,29 +173,27 @@ Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometr
   return out;
 }
 
-Result<KernelStage> sdpa_attention_stage(const Facts& f, const CapabilityRow& row, const Decision& d,
-                                         const TileGeometry& g, KernelSpec spec, int64_t smem_bytes) {
+Status add_attention_stages(Derived& out, const Facts& f, const CapabilityRow& row, const Decision& d,
+                            const TileGeometry& g, KernelSpec spec, int64_t smem_bytes) {
+  for (const Status& s :
+       {check_sdpa_int32(f, row, g.packed_rows),
+        check_grid_dim(row, "attention", 'x', g.q_tiles,
+                       fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
+        check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
+        check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
+                       fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
+    if (!s.ok()) return s;
   KernelStage attention;
   attention.role = "attention";
   attention.spec = std::move(spec);
   attention.grid = {g.q_tiles, f.H_kv, f.B * d.split_kv};
   attention.block = g.threads;
   attention.smem_bytes = smem_bytes;
-  for (const Status& s :
-       {check_grid_dim(row, "attention", 'x', g.q_tiles,
-                       fmt::format("row tiles = ceil({} packed rows / {})", g.packed_rows, d.tile.q)),
-        check_grid_dim(row, "attention", 'y', f.H_kv, "H_kv"),
-        check_grid_dim(row, "attention", 'z', f.B * d.split_kv,
-                       fmt::format("B x split_kv = {} x {}", f.B, d.split_kv))})
-    if (!s.ok()) return s;
-  return attention;
-}
-
-Status add_combine_stage(Derived& d, const Facts& f, const CapabilityRow& row, int split) {
-  if (split <= 1) return Status::success();
+  out.stages.push_back(std::move(attention));
+  if (d.split_kv <= 1) return Status::success();
   Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
   if (!combine.ok()) return combine.status();
-  d.stages.push_back(combine.value());
+  out.stages.push_back(combine.value());
   return Status::success();
 }
 

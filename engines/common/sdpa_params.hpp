@@ -29,14 +29,13 @@ Status check_sdpa_int32(const Facts& facts, const CapabilityRow& row, int64_t pa
 // partials at the start of the workspace.
 Derived sdpa_derived(const Facts& facts, const CapabilityRow& row, const TileGeometry& geometry, int split);
 
-// The attention stage: `spec` launched over (row tiles, H_kv, B x split) CTAs of the geometry's threads, with
-// its grid checked against CUDA's limits.
-Result<KernelStage> sdpa_attention_stage(const Facts& facts, const CapabilityRow& row, const Decision& decision,
-                                         const TileGeometry& geometry, KernelSpec spec, int64_t smem_bytes);
-
-// After the attention stage: the split-KV combine when the plan splits (its stage and its parameter block at
-// `index`), nothing otherwise.
-Status add_combine_stage(Derived& derived, const Facts& facts, const CapabilityRow& row, int split);
+// Appends the attention stage -- `spec` launched over (row tiles, H_kv, B x split) CTAs of the geometry's
+// threads -- and, when the plan splits, the split-KV combine after it (after any stage the engine launches
+// first). NotSupported, naming the row, when a value SdpaParams holds in 32 bits (check_sdpa_int32) or a grid
+// dimension exceeds CUDA's limits.
+Status add_attention_stages(Derived& derived, const Facts& facts, const CapabilityRow& row, const Decision& decision,
+                            const TileGeometry& geometry, KernelSpec spec, int64_t smem_bytes);
+// The combine's parameter block at `index` when the plan splits, nothing otherwise.
 void fill_combine_params(const Facts& facts, const Config& config, const Bindings& bindings, StageParams& out,
                          size_t index);
 

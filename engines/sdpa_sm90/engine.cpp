@@ -101,11 +101,7 @@ class SdpaSm90Ws final : public Engine {
                                       split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v,
                                       sdpa_features(f, split)),
                           "__grid_constant__ SdpaWsParams", f.device.arch_name()};
-    if (Status s = check_sdpa_int32(f, row, g.packed_rows); !s.ok()) return s;
-    Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, out.smem_bytes);
-    if (!attention.ok()) return attention.status();
-    out.stages.push_back(attention.value());
-    if (Status s = add_combine_stage(out, f, row, d.split_kv); !s.ok()) return s;
+    if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
     return out;
   }
 

@@ -53,18 +53,15 @@ class SdpaWgmma final : public Engine {
     vt.block = 256;
     vt.smem_bytes = 0;
     for (const Status& s :
-         {check_sdpa_int32(f, row, g.packed_rows), check_int32(row, "V^T keys (S_kv rounded up to 128)", vt_keys),
+         {check_int32(row, "V^T keys (S_kv rounded up to 128)", vt_keys),
           check_grid_dim(row, "v_transpose", 'y', f.H_kv, "H_kv"), check_grid_dim(row, "v_transpose", 'z', f.B, "B")})
       if (!s.ok()) return s;
     const KernelSpec spec{row.engine, "sdpa_wgmma/kernel.cuh",
                           fmt::format("rime_dev::sdpa_wgmma_fwd<{}, {}>", split ? RIME_T_FP32 : sdpa_o_type_code(f),
                                       sdpa_features(f, split)),
                           "SdpaParams", arch};
-    Result<KernelStage> attention = sdpa_attention_stage(f, row, d, g, spec, g.smem_bytes);
-    if (!attention.ok()) return attention.status();
     out.stages.push_back(vt);
-    out.stages.push_back(attention.value());
-    if (Status s = add_combine_stage(out, f, row, d.split_kv); !s.ok()) return s;
+    if (Status s = add_attention_stages(out, f, row, d, g, spec, g.smem_bytes); !s.ok()) return s;
     return out;
   }
 
