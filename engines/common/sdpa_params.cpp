@@ -74,7 +74,7 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.cu_seqlens_kv = static_cast<const int*>(b.of(f, Role::CuSeqlensKv));
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
-    while ((int64_t{1} << p.page_size_log2) < f.page_size) ++p.page_size_log2;
+    p.page_size_log2 = page_size_log2(f.page_size);
   }
   p.descale_q = static_cast<const float*>(b.of(f, Role::DescaleQ));
   p.descale_k = static_cast<const float*>(b.of(f, Role::DescaleK));
@@ -118,6 +118,12 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.bottom_right = f.mask.bottom_right ? 1 : 0;
   p.stats_log2 = f.stats_log2 ? 1 : 0;
   return p;
+}
+
+int page_size_log2(int64_t page_size) {
+  int log2 = 0;
+  while ((int64_t{1} << log2) < page_size) ++log2;
+  return log2;
 }
 
 Status check_sdpa_int32(const Facts& f, const CapabilityRow& row, int64_t packed_rows) {

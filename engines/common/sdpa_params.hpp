@@ -21,6 +21,9 @@ int sdpa_features(const Facts& facts, bool split);
 // Engine-specific fields (V^T, tensor maps) are the engine's to add.
 SdpaParams sdpa_params(const Facts& facts, const Config& config, const Bindings& bindings);
 
+// log2 of a paged pool's page size (a power of two, validation), as SdpaParams and the index check hold it.
+int page_size_log2(int64_t page_size);
+
 // Every value SdpaParams holds in a 32-bit int, against INT32_MAX (the engines' launch limits).
 Status check_sdpa_int32(const Facts& facts, const CapabilityRow& row, int64_t packed_rows);
 

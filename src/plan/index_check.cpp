@@ -6,19 +6,13 @@
 #include <cstdint>
 
 #include "cache/get_kernel.hpp"
-#include "common/params.h"
+#include "common/sdpa_params.hpp"
+#include "engine.hpp"
 #include "runtime/module.hpp"
 #include "status_macros.hpp"
 
 namespace rime {
 namespace {
-
-const void* bound(const Facts& f, const std::unordered_map<int64_t, void*>& buffers, Role role) {
-  const TensorFacts& t = f.operand(role);
-  if (!t.bound) return nullptr;
-  auto it = buffers.find(t.uid);
-  return it == buffers.end() ? nullptr : it->second;
-}
 
 Status load_checker(IndexChecker& c, const Facts& f) {
   std::call_once(c.once, [&] {
@@ -51,27 +45,27 @@ int32_t read_int(const driver::Api* api, const void* base, int64_t index) {
 
 }  // namespace
 
-bool has_checked_indices(const Facts& f) { return f.mask.padding || f.paged; }
-
 Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
                      CUstream stream) {
-  if (!has_checked_indices(f)) return Status::success();
+  // Nothing to check without per-sequence lengths (paged K/V require them: validation).
+  if (!f.mask.padding) return Status::success();
   // Ragged offsets (cu_seqlens) have their own contract (docs/graph-json.md); the kernel does not read them yet.
   if (f.ragged_q || f.ragged_kv)
     return Status(StatusCode::NotSupported, "checked indices: ragged offsets (cu_seqlens_q / cu_seqlens_kv) are not "
                                             "checked yet");
   RIME_RETURN_IF_ERROR(load_checker(checker, f));
   const driver::Api* api = driver::api();
+  const engines::Bindings bindings{buffers};
   IndexCheckParams p{};
-  p.seq_len_q = static_cast<const int*>(bound(f, buffers, Role::SeqLenQ));
-  p.seq_len_kv = static_cast<const int*>(bound(f, buffers, Role::SeqLenKv));
-  p.page_table = static_cast<const int*>(bound(f, buffers, Role::PageTable));
+  p.seq_len_q = static_cast<const int*>(bindings.of(f, Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(bindings.of(f, Role::SeqLenKv));
+  p.page_table = static_cast<const int*>(bindings.of(f, Role::PageTable));
   p.B = static_cast<int>(f.B);
   p.S_q = static_cast<int>(f.S_q);
   p.S_kv = static_cast<int>(f.S_kv);
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
-    while ((int64_t{1} << p.page_size_log2) < f.page_size) ++p.page_size_log2;
+    p.page_size_log2 = engines::page_size_log2(f.page_size);
     p.num_pages = static_cast<int>(f.num_pages);
   }
   CUdeviceptr word = 0;

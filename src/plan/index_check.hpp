@@ -17,9 +17,6 @@ struct IndexChecker {
   CUfunction function = nullptr;
 };
 
-// Whether a graph has device data that checked mode verifies (per-sequence lengths, a page table).
-bool has_checked_indices(const Facts& facts);
-
 // Verifies, in stream order, the per-sequence lengths and the page ids the kernels will read (docs/graph-json.md
 // says what they must hold). Synchronises the stream and allocates one 8-byte word: a debugging mode, not
 // capturable in a CUDA graph. InvalidArgument naming the first bad entry, its value and its bound.
