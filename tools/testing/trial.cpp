@@ -121,20 +121,15 @@ double attention_flops(const Graph& g, const Facts& f, const TrialInputs& inputs
 }
 
 double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs) {
-  const TensorDesc* table = g.operand(Role::PageTable);
-  const TensorDesc* lens = g.operand(Role::SeqLenKv);
-  const TensorDesc *k = g.operand(Role::K), *v = g.operand(Role::V);
+  const TensorDesc *k = g.operand(Role::K), *v = g.operand(Role::V), *table = g.operand(Role::PageTable);
   double bytes = 0;
   for (const TensorDesc& t : g.tensors())
-    if (!lens || (&t != k && &t != v && &t != table)) bytes += static_cast<double>(tensor_storage_bytes(t));
-  if (lens) {
+    if (!f.mask.padding || (&t != k && &t != v && &t != table)) bytes += static_cast<double>(tensor_storage_bytes(t));
+  if (f.mask.padding) {
     const double key_bytes = static_cast<double>(f.H_kv) * static_cast<double>(f.D_qk * bits_of(k->dtype) / 8 +
                                                                                 f.D_v * bits_of(v->dtype) / 8);
     for (int64_t b = 0; b < f.B; ++b) {
-      const int64_t len = std::clamp<int64_t>(
-          static_cast<int64_t>(reference::load_element(DataType::INT32, inputs.tensors.at(lens->uid).data(),
-                                                       b * lens->strides[0])),
-          0, f.S_kv);
+      const int64_t len = std::clamp<int64_t>(reference::kv_extent(g, f, inputs.tensors, b).length, 0, f.S_kv);
       bytes += static_cast<double>(len) * key_bytes;
       if (table) bytes += static_cast<double>(ceil_div(len, f.page_size)) * 4.0;
     }

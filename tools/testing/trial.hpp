@@ -84,8 +84,9 @@ double attention_flops(const Facts& f);
 double attention_flops(const Graph& g, const Facts& f, const TrialInputs& inputs);
 
 // The bytes a plan's run moves, for GB/s: every tensor of the graph once, except K and V with per-sequence
-// lengths (padded tensors, paged pools), of which only the keys the sequences hold are read (seq_len_kv[b] keys
-// of every kv head, from `inputs`), plus for paged pools the page-table entries that address them.
+// lengths (padded tensors, paged pools, ragged tokens), of which only the keys the sequences hold are read (each
+// sequence's kv length of every kv head, from `inputs`), plus for paged pools the page-table entries that address
+// them.
 double bytes_moved(const Graph& g, const Facts& f, const TrialInputs& inputs);
 
 }  // namespace rime::testing
