@@ -856,7 +856,9 @@ TEST_CASE("the output check reads a ragged O at each sequence's tokens and nowhe
   }
   REQUIRE(rows > 0);
   const testing::TrialReport good = testing::check_outputs(g.value(), f.value(), in, outputs, {});
-  for (const auto& msg : good.failures) INFO(msg);
+  std::string failures;
+  for (const auto& msg : good.failures) failures += "\n  " + msg;
+  INFO("check_outputs:" << failures);
   CHECK(good.passed);
   CHECK(good.rows_checked == rows);
   // A sequence's last token left unwritten fails.

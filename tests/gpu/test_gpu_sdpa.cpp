@@ -283,16 +283,10 @@ TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]")
   if (gpu->arch_name() == "sm_90a") CHECK(on_wgmma == n);
 }
 
-// Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
-// page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
-// shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
-// boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
-// dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
-// on one engine, they must write identical bytes.
 TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming it, and nothing is read",
           "[gpu][checked]") {
-  // examples/fp8_paged_decode: B 4, a pool of 200 pages of 16 keys, page_table [4, 64], lengths drawn by the
-  // trial inputs (100..700 keys, docs/testing.md).
+  // examples/fp8_paged_decode: B 4, a pool of 200 pages of 16 keys, page_table [4, 64], lengths drawn by
+  // make_inputs (seed 5: sequence 2 holds more than one page).
   Result<Graph> g = load_graph_file(test::example_path("fp8_paged_decode"));
   REQUIRE(g.ok());
   Result<Plan> plan = Plan::build(g.value());
@@ -348,6 +342,12 @@ TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming
   }
 }
 
+// Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
+// page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
+// shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
+// boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
+// dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
+// on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
@@ -560,7 +560,9 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
       REQUIRE(api->cuMemcpyDtoH(bytes.data(), reinterpret_cast<CUdeviceptr>(buffers[t.uid]), bytes.size()) == CUDA_SUCCESS);
     }
     const testing::TrialReport on_second = testing::check_outputs(graph, plan->facts(), second, outputs, {});
-    for (const auto& msg : on_second.failures) INFO(msg);
+    std::string failures;
+    for (const auto& msg : on_second.failures) failures += "\n  " + msg;
+    INFO("replay on the second inputs:" << failures);
     CHECK(on_second.passed);
     // And it is not the first inputs' result.
     CHECK_FALSE(testing::check_outputs(graph, plan->facts(), first, outputs, {}).passed);
