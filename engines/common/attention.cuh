@@ -61,8 +61,12 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
                                               int& begin, int& end) {
   int tile_lo = 0, tile_hi = 0;
   const int last = min(row0 + kTileQ, p.packed_rows) - 1;
-  const int i_lo = row0 / p.group, i_hi = last / p.group;
-  int hi = e.kv_limit, lo = 0;
+  // With per-sequence lengths, rows at or past the sequence's own seq_q are outside it (never written, or written
+  // as empty rows): a tile of them visits no keys, and a tile that straddles the end visits only its live rows'
+  // keys. Without this, every row tile past a short sequence's end ran its causal range over the whole sequence:
+  // a batch of lengths 128..8k (S 8k) did twice the work it needed (docs/perf.md, "Ragged prefill").
+  const int i_lo = row0 / p.group, i_hi = kPerSequence ? min(last / p.group, e.seq_q - 1) : last / p.group;
+  int hi = kPerSequence && i_lo >= e.seq_q ? 0 : e.kv_limit, lo = 0;
   if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + e.diag_shift + e.right_bound + 1);
   if (kMask && p.window_left >= 0) lo = max(0, i_lo + e.diag_shift - p.window_left + 1);
   if (hi > lo) {
