@@ -102,9 +102,12 @@ struct CombineParams {
 struct IndexCheckParams {
   const int* seq_len_q;   // nullptr: the graph has none
   const int* seq_len_kv;
-  const int* page_table;  // nullptr: K/V are not paged
+  const int* cu_seqlens_q;   // ragged Q: [B + 1] token offsets (nullptr: not ragged)
+  const int* cu_seqlens_kv;  // ragged K/V
+  const int* page_table;     // nullptr: K/V are not paged
   long long page_table_stride;
   int B, S_q, S_kv;
+  int T_q, T_kv;  // a ragged side's token count
   int page_size_log2, num_pages;
   unsigned long long* first_bad;  // (b << 32) | (entry + 1), entry -1 for a length; all ones: none
 };

@@ -49,20 +49,20 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
                      CUstream stream) {
   // Nothing to check without per-sequence lengths (paged K/V require them: validation).
   if (!f.mask.padding) return Status::success();
-  // Ragged offsets (cu_seqlens) have their own contract (docs/graph-json.md); the kernel does not read them yet.
-  if (f.ragged_q || f.ragged_kv)
-    return Status(StatusCode::NotSupported, "checked indices: ragged offsets (cu_seqlens_q / cu_seqlens_kv) are not "
-                                            "checked yet");
   RIME_RETURN_IF_ERROR(load_checker(checker, f));
   const driver::Api* api = driver::api();
   const engines::Bindings bindings{buffers};
   IndexCheckParams p{};
   p.seq_len_q = static_cast<const int*>(bindings.of(f, Role::SeqLenQ));
   p.seq_len_kv = static_cast<const int*>(bindings.of(f, Role::SeqLenKv));
+  p.cu_seqlens_q = static_cast<const int*>(bindings.of(f, Role::CuSeqlensQ));
+  p.cu_seqlens_kv = static_cast<const int*>(bindings.of(f, Role::CuSeqlensKv));
   p.page_table = static_cast<const int*>(bindings.of(f, Role::PageTable));
   p.B = static_cast<int>(f.B);
   p.S_q = static_cast<int>(f.S_q);
   p.S_kv = static_cast<int>(f.S_kv);
+  p.T_q = static_cast<int>(f.T_q);
+  p.T_kv = static_cast<int>(f.T_kv);
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
     p.page_size_log2 = engines::page_size_log2(f.page_size);
@@ -84,13 +84,21 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
   RIME_RETURN_IF_ERROR(s);
   if (first == ~uint64_t{0}) return Status::success();
   const int64_t b = static_cast<int64_t>(first >> 32), entry = static_cast<int64_t>(first & 0xffffffffu) - 1;
-  if (entry < 0) {
-    const int32_t len_q = read_int(api, p.seq_len_q, b), len_kv = read_int(api, p.seq_len_kv, b);
+  // Sequence b's length on one side, as the message states it: the offsets' pair of a ragged side.
+  auto side = [&](const int* cu, const int* lens, const char* q_or_kv, int64_t S, int64_t T, const char* max_name) {
+    if (cu) {
+      const int32_t begin = read_int(api, cu, b), end = read_int(api, cu, b + 1);
+      return fmt::format("cu_seqlens_{0}[{1}] = {2}, cu_seqlens_{0}[{3}] = {4} (must hold 0 <= cu_seqlens_{0}[{1}] <= "
+                         "cu_seqlens_{0}[{3}] <= T_{0} = {5} and a length of at most {6} = {7})",
+                         q_or_kv, b, begin, b + 1, end, T, max_name, S);
+    }
+    return fmt::format("seq_len_{0}[{1}] = {2} (must be in [0, S_{0} = {3}])", q_or_kv, b, read_int(api, lens, b), S);
+  };
+  if (entry < 0)
     return Status(StatusCode::InvalidArgument,
-                  fmt::format("checked indices: sequence {}: seq_len_q[{}] = {} (must be in [0, S_q = {}]), "
-                              "seq_len_kv[{}] = {} (must be in [0, S_kv = {}])",
-                              b, b, len_q, f.S_q, b, len_kv, f.S_kv));
-  }
+                  fmt::format("checked indices: sequence {}: {}, {}", b,
+                              side(p.cu_seqlens_q, p.seq_len_q, "q", f.S_q, f.T_q, "max_seqlen_q"),
+                              side(p.cu_seqlens_kv, p.seq_len_kv, "kv", f.S_kv, f.T_kv, "max_seqlen_kv")));
   const int32_t id = read_int(api, p.page_table, b * p.page_table_stride + entry);
   const int32_t len_kv = read_int(api, p.seq_len_kv, b);
   return Status(StatusCode::InvalidArgument,
