@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <future>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "graph/geometry.hpp"
 #include "block_scaled_graph.hpp"
 #include "paged_gather.hpp"
+#include "ragged_twin.hpp"
 #include "random_graph.hpp"
 #include "testing/reference/formats.hpp"
 #include "rime/json.hpp"
@@ -342,6 +344,62 @@ TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming
   }
 }
 
+TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming them, and nothing is read",
+          "[gpu][checked][ragged]") {
+  // examples/fp8_ragged_prefill: B 6, 6000 tokens a side, max_seqlen 2048; make_inputs draws the offsets.
+  Result<Graph> g = load_graph_file(test::example_path("fp8_ragged_prefill"));
+  REQUIRE(g.ok());
+  Result<Plan> plan = Plan::build(g.value());
+  REQUIRE(plan.ok());
+  const TensorDesc &cu_q = *g->operand(Role::CuSeqlensQ), &cu_kv = *g->operand(Role::CuSeqlensKv);
+  testing::TrialOptions opt;
+  opt.check_indices = true;
+  const testing::TrialInputs good = testing::make_inputs(g.value(), 5);
+  auto at = [](testing::TrialInputs& in, const TensorDesc& t) { return in.tensors.at(t.uid).data(); };
+  auto cu = [&](const testing::TrialInputs& in, const TensorDesc& t, int64_t b) {
+    return static_cast<int64_t>(reference::load_element(DataType::INT32, in.tensors.at(t.uid).data(), b));
+  };
+  {
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), good, opt);
+    REQUIRE(rep.ok());
+    CHECK(rep->passed);
+  }
+  auto expect = [&](const testing::TrialInputs& bad, const std::string& text) {
+    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), bad, opt);
+    REQUIRE_FALSE(rep.ok());
+    CHECK(rep.status().code() == StatusCode::InvalidArgument);
+    INFO(rep.status().message());
+    CHECK(rep.status().message().find(text) != std::string::npos);
+  };
+  // Offsets going backwards: sequence 3's tokens [cu[3], cu[3] - 1).
+  {
+    testing::TrialInputs bad = good;
+    const int64_t c3 = cu(good, cu_q, 3);
+    reference::store_element(DataType::INT32, at(bad, cu_q), 4, static_cast<double>(c3 - 1));
+    expect(bad, fmt::format("checked indices: sequence 3: cu_seqlens_q[3] = {}, cu_seqlens_q[4] = {} (must hold "
+                            "0 <= cu_seqlens_q[3] <= cu_seqlens_q[4] <= T_q = 6000 and a length of at most "
+                            "max_seqlen_q = 2048)",
+                            c3, c3 - 1));
+  }
+  // The last sequence's end past the tokens, and a sequence longer than max_seqlen_kv.
+  {
+    testing::TrialInputs bad = good;
+    reference::store_element(DataType::INT32, at(bad, cu_kv), 6, 6001);
+    expect(bad, fmt::format("cu_seqlens_kv[5] = {}, cu_seqlens_kv[6] = 6001", cu(good, cu_kv, 5)));
+    testing::TrialInputs longer = good;
+    reference::store_element(DataType::INT32, at(longer, cu_kv), 0, 0);
+    reference::store_element(DataType::INT32, at(longer, cu_kv), 1, 2049);
+    expect(longer, "sequence 0: ");
+    expect(longer, "cu_seqlens_kv[0] = 0, cu_seqlens_kv[1] = 2049");
+  }
+  // A negative first offset.
+  {
+    testing::TrialInputs bad = good;
+    reference::store_element(DataType::INT32, at(bad, cu_q), 0, -1);
+    expect(bad, "sequence 0: cu_seqlens_q[0] = -1");
+  }
+}
+
 // Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
 // page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
 // shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
@@ -444,6 +502,155 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
   fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
              "byte-identical to it\n",
              n, passed, same_engine, identical);
+}
+
+// Ragged (THD) batches on their own draws: FP8 and BF16/FP16, both sides ragged (prefill), a ragged Q over
+// padded or paged K/V (multi-token decode), ragged K/V under a padded Q; token-major ([T, H, D]) or head-major
+// storage, GQA, D 64 / 128 / 256, max_seqlen below T (make_inputs trims the drawn lengths to the tokens there are
+// and leaves unused tokens before the first sequence and after the last), masks, Stats, split pinned. Each draw
+// runs against the CPU reference, and against the padded twin of the same sequences (seq_len_q / seq_len_kv,
+// tests/ragged_twin.hpp) with the same pinned split: on one engine, O and Stats must be the same bytes at every
+// sequence's rows.
+TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu][ragged]") {
+  const char* draws_env = std::getenv("RIME_GPU_RAGGED_DRAWS");
+  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 48;
+  // Drawn first, then every plan built on all threads (the compiles dominate), then run.
+  std::vector<Graph> graphs;  // draw i's ragged graph at 2 i, its padded twin at 2 i + 1
+  std::vector<std::string> whats;
+  for (int i = 0; i < n; ++i) {
+    std::mt19937_64 rng(52000 + i);
+    auto pick = [&](std::initializer_list<int64_t> v) {
+      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+    };
+    // 0: Q and K/V ragged; 1: ragged Q over padded K/V; 2: ragged K/V under a padded Q; 3: ragged Q, paged K/V.
+    const int mode = static_cast<int>(pick({0, 0, 0, 1, 2, 3}));
+    const DataType in = static_cast<DataType>(pick({static_cast<int64_t>(DataType::FP8_E4M3),
+                                                    static_cast<int64_t>(DataType::FP8_E4M3),
+                                                    static_cast<int64_t>(DataType::BF16),
+                                                    static_cast<int64_t>(DataType::FP16)}));
+    const bool fp8 = in == DataType::FP8_E4M3;
+    const int64_t B = pick({1, 3, 6}), H_kv = pick({1, 2}), group = pick({1, 4}), H_q = H_kv * group;
+    const int64_t D = pick({64, 128, 128, 256});
+    const bool ragged_q = mode != 2, ragged_kv = mode == 0 || mode == 2;
+    int64_t max_q = mode == 3 ? pick({1, 2, 4, 8}) : pick({1, 5, 77, 200, 300});
+    int64_t max_kv = mode == 0 && pick({0, 1}) ? max_q : pick({64, 300, 1000});
+    // Token counts from half of B x max to more than it: trimmed lengths in the first case, spare tokens in the
+    // second. max_seqlen is at most T (validation).
+    auto tokens = [&](int64_t max) { return std::max<int64_t>(1, B * max * pick({2, 3, 5}) / 4); };
+    const int64_t T_q = tokens(max_q), T_kv = tokens(max_kv);
+    if (ragged_q) max_q = std::min(max_q, T_q);
+    if (ragged_kv) max_kv = std::min(max_kv, T_kv);
+    const int64_t page = 64, max_pages = (max_kv + page - 1) / page;
+    const bool head_major = pick({0, 0, 1}) == 1;
+    const int mask = static_cast<int>(pick({0, 1, 1, 2}));
+    const int split = static_cast<int>(pick({1, 1, 2, 8}));
+    const std::string what =
+        fmt::format("draw {}: {} mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}", i,
+                    to_string(in), mode, B, H_q, H_kv, max_q, max_kv, T_q, T_kv, D, head_major ? "HTD" : "THD", mask,
+                    split);
+    INFO(what);
+    whats.push_back(what);
+    Graph g("ragged");
+    test::TensorAdder add{g};
+    auto token_tensor = [&](const char* name, int64_t h, int64_t t, int64_t d, DataType type, bool output) {
+      const std::vector<int64_t> strides = head_major ? std::vector<int64_t>{h * t * d, t * d, d, 1}
+                                                      : std::vector<int64_t>{t * h * d, d, h * d, 1};
+      return add(name, {1, h, t, d}, type, output, strides);
+    };
+    SdpaAttributes a;
+    a.padding_mask = true;
+    a.generate_stats = true;
+    a.split_kv = split;
+    if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
+    if (mask == 2) a.window_left = 40;
+    if (ragged_q) a.max_seqlen_q = max_q;
+    if (ragged_kv) a.max_seqlen_kv = max_kv;
+    const int64_t q = ragged_q ? token_tensor("Q", H_q, T_q, D, in, false) : add("Q", {B, H_q, max_q, D}, in);
+    int64_t k = 0, v = 0;
+    if (ragged_kv) {
+      k = token_tensor("K", H_kv, T_kv, D, in, false);
+      v = token_tensor("V", H_kv, T_kv, D, in, false);
+    } else if (mode == 3) {
+      k = add("K", {B * max_pages, H_kv, page, D}, in);
+      v = add("V", {B * max_pages, H_kv, page, D}, in);
+    } else {
+      k = add("K", {B, H_kv, max_kv, D}, in);
+      v = add("V", {B, H_kv, max_kv, D}, in);
+    }
+    const DataType o_type = fp8 ? (pick({0, 1}) ? DataType::BF16 : DataType::FP8_E4M3) : in;
+    const int64_t o = ragged_q ? token_tensor("O", H_q, T_q, D, o_type, true) : add("O", {B, H_q, max_q, D}, o_type, true);
+    const int64_t stats = ragged_q ? token_tensor("Stats", H_q, T_q, 1, DataType::FP32, true)
+                                   : add("Stats", {B, H_q, max_q, 1}, DataType::FP32, true);
+    const int64_t lq = ragged_q ? add("cu_seqlens_q", {B + 1}, DataType::INT32) : add("seq_len_q", {B}, DataType::INT32);
+    const int64_t lkv = ragged_kv ? add("cu_seqlens_kv", {B + 1}, DataType::INT32) : add("seq_len_kv", {B}, DataType::INT32);
+    std::optional<int64_t> table;
+    if (mode == 3) table = add("page_table", {B, max_pages}, DataType::INT32);
+    auto bind_lengths = [&](auto& io) {
+      (ragged_q ? io.cu_seqlens_q : io.seq_len_q) = lq;
+      (ragged_kv ? io.cu_seqlens_kv : io.seq_len_kv) = lkv;
+      io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.page_table = table;
+    };
+    if (fp8) {
+      SdpaFp8Operands io;
+      bind_lengths(io);
+      test::add_fp8_scalars(add, io);
+      REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+    } else {
+      SdpaOperands io;
+      bind_lengths(io);
+      REQUIRE(g.sdpa(io, a, "attn").ok());
+    }
+    Result<Facts> rf = analyze(g, DeviceDesc::h200());
+    INFO(rf.status().to_string());
+    REQUIRE(rf.ok());
+    graphs.push_back(g);
+    graphs.push_back(test::padded_twin(g, rf.value()));
+  }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, identical = 0, same_engine = 0;
+  std::map<std::string, int> engines;
+  for (int i = 0; i < n; ++i) {
+    INFO(whats[static_cast<size_t>(i)]);
+    const Graph &g = graphs[static_cast<size_t>(2 * i)], &twin = graphs[static_cast<size_t>(2 * i + 1)];
+    const Result<Plan>&rp = plans[static_cast<size_t>(2 * i)], &tp = plans[static_cast<size_t>(2 * i + 1)];
+    INFO("ragged: " << rp.status().to_string() << "; twin: " << tp.status().to_string());
+    REQUIRE(rp.ok());
+    REQUIRE(tp.ok());
+    const Facts& rf = rp->facts();
+    const testing::TrialInputs rin = testing::make_inputs(g, 53000 + i);
+    const testing::TrialInputs tin = test::padded_inputs(g, rf, rin, twin);
+    testing::TrialOptions opt;
+    Result<testing::TrialReport> rr = testing::run_trial(rp.value(), rin, opt);
+    Result<testing::TrialReport> tr = testing::run_trial(tp.value(), tin, opt);
+    REQUIRE(rr.ok());
+    REQUIRE(tr.ok());
+    std::string failures;
+    for (const auto& f : rr->failures) failures += "\n  " + f;
+    const std::string& re = rp->config().derived.engine;
+    const std::string& te = tp->config().derived.engine;
+    INFO("engines: ragged " << re << " split " << rp->config().decision.split_kv << ", padded " << te
+                            << "; ragged rel L2 " << rr->o_rel_l2 << failures);
+    CHECK(rr->passed);
+    CHECK(tr->passed);
+    passed += rr->passed;
+    ++engines[re];
+    if (re == te) {
+      ++same_engine;
+      std::string first_o, first_stats;
+      const int64_t o_rows = test::rows_differing(g, rf, rin, rr->outputs, twin, tr->outputs, Role::O, first_o);
+      const int64_t s_rows = test::rows_differing(g, rf, rin, rr->outputs, twin, tr->outputs, Role::Stats, first_stats);
+      INFO("O differs at " << o_rows << " rows (first: " << first_o << "), Stats at " << s_rows << " (first: "
+                           << first_stats << ")");
+      CHECK(o_rows == 0);
+      CHECK(s_rows == 0);
+      identical += o_rows == 0 && s_rows == 0;
+    }
+  }
+  std::string by_engine;
+  for (const auto& [e, count] : engines) by_engine += fmt::format(" {} {}", e, count);
+  fmt::print("ragged draws: {} run, {} passed against the reference (engines:{}); {} ran on the padded twin's engine, "
+             "{} of them identical to it at every sequence's rows\n",
+             n, passed, by_engine, same_engine, identical);
 }
 
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {
