@@ -36,7 +36,9 @@ PAGED_SHAPES = [
     # name, B, H_q, H_kv, S_q, D
     ("paged_decode_b64_h32g8_p16", 64, 32, 8, 1, 128),
     ("paged_decode_b64_h32g8_p64", 64, 32, 8, 1, 128),
+    ("paged_decode_b64_h32g8_p16_q2", 64, 32, 8, 2, 128),
     ("paged_decode_b64_h32g8_p16_q4", 64, 32, 8, 4, 128),
+    ("paged_decode_b64_h32g8_p16_q8", 64, 32, 8, 8, 128),
 ]
 GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
 

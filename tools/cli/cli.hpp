@@ -52,6 +52,7 @@ struct Options {
   int iterations = 20;
   std::string inputs_dir, save_dir;
   std::optional<std::pair<int64_t, int64_t>> kv_lengths;  // --kv-lengths LO:HI
+  std::optional<std::pair<int64_t, int64_t>> seq_lengths;  // --seq-lengths LO:HI
   // cache
   std::string key;                 // cache show
   std::optional<int64_t> max_bytes;  // cache prune

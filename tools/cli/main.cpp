@@ -125,17 +125,23 @@ int run_command_line(int argc, char** argv) {
   run->add_option("--iterations", o.iterations, "timed runs with --bench (default 20)")->check(CLI::Range(1, 100000));
   run->add_option("--inputs", o.inputs_dir, "read input tensors from DIR/<name>.npy (the rest are generated)");
   run->add_option("--save", o.save_dir, "write every input and output to DIR/<name>.npy and DIR/tensors.json");
+  const CLI::Validator length_range(
+      [](std::string& v) -> std::string {
+        const auto range = parse_length_range(v);
+        if (!range) return "'" + v + "' is not LO:HI (two non-negative integers)";
+        if (range->first > range->second) return "'" + v + "': LO is above HI";
+        return {};
+      },
+      "LO:HI", "lengths");
   run->add_option_function<std::string>(
          "--kv-lengths", [&o](const std::string& v) { o.kv_lengths = parse_length_range(v); },
          "draw every sequence's seq_len_kv uniformly in LO:HI (clamped to S_kv), e.g. 1024:32768")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            const auto range = parse_length_range(v);
-            if (!range) return "'" + v + "' is not LO:HI (two non-negative integers)";
-            if (range->first > range->second) return "'" + v + "': LO is above HI";
-            return {};
-          },
-          "LO:HI", "lengths"));
+      ->check(length_range);
+  run->add_option_function<std::string>(
+         "--seq-lengths", [&o](const std::string& v) { o.seq_lengths = parse_length_range(v); },
+         "draw every sequence's length uniformly in LO:HI, the same for Q and K/V (seq_len_q = seq_len_kv, or "
+         "ragged offsets; clamped to S, trimmed to T), e.g. 128:8192")
+      ->check(length_range);
 
   cache->require_subcommand(1, 1);
   CLI::App* c_ls = cache->add_subcommand("ls", "entries: name, arch, bytes, last used, kernel; then foreign names");

@@ -34,6 +34,15 @@ int cmd_run(const Options& opts) {
     return report_failure(Status(StatusCode::InvalidArgument,
                                  "--kv-lengths draws seq_len_kv, and the graph binds none (it needs padding_mask)"),
                           opts, source);
+  if (opts.seq_lengths && !graph.operand(Role::SeqLenKv) && !graph.operand(Role::CuSeqlensKv))
+    return report_failure(Status(StatusCode::InvalidArgument,
+                                 "--seq-lengths draws each sequence's length (seq_len_q / seq_len_kv or cu_seqlens_q / "
+                                 "cu_seqlens_kv), and the graph binds none (it needs padding_mask)"),
+                          opts, source);
+  if (opts.seq_lengths && opts.kv_lengths)
+    return report_failure(Status(StatusCode::InvalidArgument,
+                                 "--seq-lengths and --kv-lengths both draw seq_len_kv: give one of them"),
+                          opts, source);
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
   PlanOptions options;
@@ -82,7 +91,9 @@ int cmd_run(const Options& opts) {
   }
   std::optional<testing::LengthRange> kv_lengths;
   if (opts.kv_lengths) kv_lengths = testing::LengthRange{opts.kv_lengths->first, opts.kv_lengths->second};
-  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed, 2, kv_lengths);
+  std::optional<testing::LengthRange> seq_lengths;
+  if (opts.seq_lengths) seq_lengths = testing::LengthRange{opts.seq_lengths->first, opts.seq_lengths->second};
+  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed, 2, kv_lengths, seq_lengths);
   std::vector<std::string> read;
   if (!opts.inputs_dir.empty()) {
     Status s = testing::read_npy_inputs(graph, opts.inputs_dir, inputs.tensors, read);

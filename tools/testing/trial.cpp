@@ -193,9 +193,16 @@ void fill_page_table(const Graph& g, TrialInputs& inputs, uint64_t seed) {
   }
 }
 
-TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::optional<LengthRange> seq_len_kv) {
+TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::optional<LengthRange> seq_len_kv,
+                        std::optional<LengthRange> seq_lengths) {
   TrialInputs in;
   in.seed = seed;
+  // Sequence b's length of the seq_lengths mix: its own generator, so that both sides (and a ragged graph and its
+  // padded twin) draw the same one.
+  auto drawn_length = [&](int64_t b) {
+    std::mt19937_64 r(mix_seed(seed ^ 0x5365714c656e73ull ^ mix_seed(static_cast<uint64_t>(b))));
+    return std::uniform_int_distribution<int64_t>(seq_lengths->lo, seq_lengths->hi)(r);
+  };
   std::mt19937_64 rng(seed);
   const SdpaOp& op = *g.op();
   for (int r = 0; r < kRoleCount; ++r) {
@@ -254,6 +261,15 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
         const int64_t s = paged_kv ? table->dims[1] * page : ref.dims[2], n = t.dims[0];
         for (int64_t b = 0; b < n; ++b) {
           int64_t len = std::uniform_int_distribution<int64_t>(0, s)(rng);
+          if (seq_lengths) {  // the caller's mix, both sides
+            len = std::min(drawn_length(b), s);
+            reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(len));
+            continue;
+          }
+          if (seq_len_kv && role == Role::SeqLenQ) {  // a decode step's mix: every sequence's new tokens in full
+            reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(s));
+            continue;
+          }
           if (seq_len_kv && role == Role::SeqLenKv) {  // the caller's mix, for every batch
             const int64_t hi = std::min(seq_len_kv->hi, s), lo = std::min(seq_len_kv->lo, hi);
             len = std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -287,6 +303,7 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
           int64_t len = std::uniform_int_distribution<int64_t>(0, s)(rng);
           if (n >= 3 && b == 0) len = s;
           if (n >= 3 && b == 1) len = 0;
+          if (seq_lengths) len = std::min(drawn_length(b), s);  // the caller's mix, both sides
           len = std::min(len, T - sum);
           lens[static_cast<size_t>(b)] = len;
           sum += len;

@@ -23,12 +23,18 @@ struct TrialInputs {
 // Q/K/V are generated on every core (a 268 MB decode graph took ~11 s on one): see fill_uniform.
 // mx_scale_log2: MXFP8 scales are drawn from 2^-mx_scale_log2 .. 2^mx_scale_log2.
 // seq_len_kv: when given, every batch's KV length is drawn uniformly in [lo, min(hi, S_kv)] (a serving-like mix,
-// e.g. 1k-32k) instead of [0, S_kv] with one full and one empty batch.
+// e.g. 1k-32k) instead of [0, S_kv] with one full and one empty batch, and every seq_len_q is S_q (a decode step's
+// new tokens, all of them).
+// seq_lengths: when given, every sequence's length is drawn once uniformly in [lo, hi] and used on both sides
+// (a prefill's self-attention mix: seq_len_q = seq_len_kv, or both ragged sides' offsets), clamped to each side's
+// S and trimmed to a ragged side's T. The draw depends on the seed and the sequence only, so a ragged graph and
+// its padded twin get the same lengths.
 struct LengthRange {
   int64_t lo = 0, hi = 0;
 };
 TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 2,
-                        std::optional<LengthRange> seq_len_kv = std::nullopt);
+                        std::optional<LengthRange> seq_len_kv = std::nullopt,
+                        std::optional<LengthRange> seq_lengths = std::nullopt);
 
 // Paged K/V: fills the page table for the seq_len_kv in `inputs`: the pool's pages in a shuffled order, sequence
 // after sequence (wrapping: sequences share pages when the pool is smaller than B x max_pages); entries past a
