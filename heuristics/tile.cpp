@@ -30,19 +30,23 @@ TileChoice choose_tile(const TileProblem& p) {
       if (t.q == q && (!best || t.kv > best->kv)) best = t;
     return best;
   };
-  if (p.packed_rows <= 16 && find_q(16)) {
-    // Decode is bandwidth-bound with single-warp CTAs: the 16-row tile whose shared memory lets an SM hold the
-    // most CTAs keeps the most loads in flight (16x32 holds 8 FP8 CTAs where 16x64 holds 4).
+  // Decode is bandwidth-bound with CTAs of one or two warps: the tile of 16 (or 32) rows whose shared memory
+  // lets an SM hold the most CTAs keeps the most loads in flight (16x32 holds 8 FP8 CTAs where 16x64 holds 4).
+  // 17-32 packed rows (8 query tokens of a GQA group of 4) take the 32-row tile: one K/V tile for both warps, where
+  // two 16-row CTAs read it twice and a 64- or 128-row tile idles half its warps or more (measured on the H200:
+  // 16x32 1.28 ms, 64x64 1.75 ms, 128x64 3.65 ms for the B 64 paged decode of 8 tokens, docs/perf.md).
+  for (const int rows : {16, 32}) {
+    if (p.packed_rows > rows || !find_q(rows)) continue;
     TileOption best{};
     int best_ctas = 0;
     for (const TileOption& t : fitting) {
-      if (t.q != 16) continue;
+      if (t.q != rows) continue;
       const int n = ctas_per_sm(t.smem_bytes, t.threads, p.smem_per_sm);
       if (n > best_ctas || (n == best_ctas && t.kv > best.kv)) best = t, best_ctas = n;
     }
     c.tile = best;
-    c.reason = "packed rows " + std::to_string(p.packed_rows) + " <= 16: one warp per CTA, " +
-               std::to_string(best_ctas) + " CTAs per SM";
+    c.reason = "packed rows " + std::to_string(p.packed_rows) + " <= " + std::to_string(rows) + ": " +
+               (rows == 16 ? "one warp" : "two warps") + " per CTA, " + std::to_string(best_ctas) + " CTAs per SM";
     return c;
   }
   const int64_t ctas128 = (p.packed_rows + 127) / 128 * p.batch_heads;

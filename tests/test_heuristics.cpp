@@ -90,12 +90,12 @@ TEST_CASE("with per-sequence lengths the largest split within the slack wins", "
 }
 
 namespace {
-// The sdpa_mma engine's four tiles with the shared memory its layout header gives them (the heuristic itself
-// sees only these numbers).
+// The sdpa_mma engine's tiles (those of rows sdpa_fp8_sm89 for 8-bit inputs, sdpa_f16_sm80 for 16-bit) with the
+// shared memory its layout header gives them (the heuristic itself sees only these numbers).
 std::vector<TileOption> mma_options(int d, int elem, bool mx = false) {
   std::vector<TileOption> out;
-  for (auto [q, kv] : {std::pair{16, 32}, {16, 64}, {64, 64}, {128, 64}})
-    out.push_back({q, kv, rime_mma::smem(q, kv, d, d, elem, mx).total, rime_mma::threads(q)});
+  for (auto [q, kv] : {std::pair{16, 32}, {16, 64}, {32, 32}, {64, 64}, {128, 64}})
+    if (q != 32 || elem == 1) out.push_back({q, kv, rime_mma::smem(q, kv, d, d, elem, mx).total, rime_mma::threads(q)});
   return out;
 }
 TileProblem problem(int64_t rows, int64_t bh, int smem_per_block, std::vector<TileOption> options) {
@@ -119,6 +119,9 @@ TEST_CASE("tile table", "[heuristics]") {
   };
   const Row table[] = {
       {4, 64, 128, 1, 232448, 16},       // decode with GQA 4
+      {16, 512, 128, 1, 232448, 16},     // 4 query tokens, GQA 4
+      {32, 512, 128, 1, 232448, 32},     // 8 query tokens, GQA 4: two warps share the K/V tile
+      {33, 512, 128, 1, 232448, 128},    // past two warps: the prefill rule
       {8192, 64, 128, 1, 232448, 128},   // prefill B2 H32 S4096 (packed per kv head)
       {1024, 16, 128, 1, 232448, 64},    // 128-row tiles would leave SMs idle
       {8192, 64, 256, 2, 101376, 16},    // D 256 BF16 on sm_89 (99 KB): only 16x32 fits
@@ -137,6 +140,10 @@ TEST_CASE("tile table", "[heuristics]") {
   CHECK(decode.tile->kv == 32);
   CHECK(ctas_per_sm(rime_mma::smem(16, 32, 128, 128, 1, false).total, 32, 233472) == 8);
   CHECK(ctas_per_sm(rime_mma::smem(16, 64, 128, 128, 1, false).total, 32, 233472) == 5);
+  // FP8 tiles of 32 rows build V^T in registers like those of 16 (no V^T stage in shared memory); 64 rows do not.
+  CHECK(rime_mma::smem(32, 32, 128, 128, 1, false).total == 32 * 144 + 2 * 32 * 144 + 2 * 32 * 144);
+  CHECK(rime_mma::vt_in_smem(64, 1, false));
+  CHECK_FALSE(rime_mma::vt_in_smem(32, 1, false));
   // The combine spreads a row's splits over 16 warps when rows are fewer than 4 per SM (B1 H32 decode: 32 rows).
   CHECK(combine_warps_per_row(32, 132) == 16);
   CHECK(combine_warps_per_row(527, 132) == 16);

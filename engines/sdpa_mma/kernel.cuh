@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   // FP8 decode tiles (16 rows, one warp) skip the shared-memory transpose of V: they compute O^T = V^T P^T,
   // whose A operand (V^T, d x keys) comes straight from the V tile through ldmatrix.trans (on byte pairs) and
   // two byte permutes, and whose B operand (P^T) is the P fragment as it is. See the P.V step below.
-  constexpr bool kVtRegs = T::kFp8 && !kMx && kTileQ == 16;
+  constexpr bool kVtRegs = T::kFp8 && !kMx && kTileQ <= 32;  // rime_mma::vt_in_smem's complement
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
@@ -198,8 +198,9 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ot[m][n][e] = 0.f;
-  // Rows 8-15 of a decode tile exist only for more than 8 packed rows (GQA groups above 8, or S_q > 1).
-  const bool second_row_tile = p.packed_rows - row0 > 8;
+  // Rows 8-15 of a warp's 16 exist only for more than 8 packed rows from its first (GQA groups above 8, or
+  // S_q > 1).
+  const bool second_row_tile = p.packed_rows - (row0 + warp * 16) > 8;
   float m_run[2] = {neg_inf(), neg_inf()};  // running max of scores (log2 units)
   float l_run[2] = {0.f, 0.f};              // this thread's part of the row sum
   u32 q_frag[kQInRegs ? kKSteps : 1][4];
@@ -387,8 +388,8 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     // O^T back to the accumulator layout the epilogue takes, through the K/V stages' shared memory (free now:
     // the loop ended on a barrier and no copy is in flight).
     constexpr int kPitch = kDv + 4;  // floats
-    static_assert(16 * kPitch * 4 <= 2 * kTileKv * (kRowK + kRowV), "O^T staging fits in the K/V stages");
-    float* staged = reinterpret_cast<float*>(sK);
+    static_assert(kTileQ * kPitch * 4 <= 2 * kTileKv * (kRowK + kRowV), "O^T staging fits in the K/V stages");
+    float* staged = reinterpret_cast<float*>(sK) + warp * 16 * kPitch;  // this warp's 16 rows
 #pragma unroll
     for (int m = 0; m < kDv / 16; ++m)
 #pragma unroll

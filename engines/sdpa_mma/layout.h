@@ -14,10 +14,11 @@ RIME_HOST_DEVICE constexpr int threads(int tile_q) { return tile_q * 2; }
 constexpr int kPad = 16;
 constexpr int kStages = 2;  // K/V double buffering
 
-// FP8 P.V needs V k-major (mma.sync's B operand): a transposed V tile in shared memory, except for 16-row FP8
-// tiles (decode), which build V^T's fragments with ldmatrix.trans, unless the inputs are MXFP8.
+// FP8 P.V needs V k-major (mma.sync's B operand): a transposed V tile in shared memory, except for FP8 tiles of
+// 16 or 32 rows (decode, one or two warps), which build V^T's fragments with ldmatrix.trans, unless the inputs
+// are MXFP8.
 RIME_HOST_DEVICE constexpr bool vt_in_smem(int tile_q, int elem_bytes, bool mx_inputs) {
-  return elem_bytes == 1 && (tile_q != 16 || mx_inputs);
+  return elem_bytes == 1 && (tile_q > 32 || mx_inputs);
 }
 
 // Byte offsets from the dynamic shared-memory base: the Q tile, kStages K tiles, kStages V tiles, the V^T
