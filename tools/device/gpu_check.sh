@@ -29,13 +29,16 @@ for step in $steps; do
     tests) timeout 480 stdbuf -oL "$tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" |
              grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
     edge) timeout 300 "$tests" "[ws_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
-    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 timeout 400 compute-sanitizer --tool memcheck \
-                --print-limit 5 "$tests" "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge],[paged],[checked]" 2>&1 |
+    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
+                compute-sanitizer --tool memcheck --print-limit 5 "$tests" \
+                "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge],[paged],[ragged],[checked]" 2>&1 |
                 tee "$out/memcheck.log" | tail -5 ;;
-    racecheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool racecheck \
-                 --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/racecheck.log" | tail -5 ;;
-    synccheck) RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} timeout 500 compute-sanitizer --tool synccheck \
-                 --print-limit 5 "$tests" "[ws]" 2>&1 | tee "$out/synccheck.log" | tail -5 ;;
+    # The warp-specialized draws of [ws], and the ragged draws planned on that engine.
+    racecheck|synccheck)
+      for filter in "[ws]" "ragged batches against the CPU reference and the padded plan"; do
+        RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90_ws \
+          timeout 500 compute-sanitizer --tool "$step" --print-limit 5 "$tests" "$filter" 2>&1
+      done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;
     bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
     ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$root/.carry/bin/rime" \
           $(ls "$root"/.carry/bin/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
