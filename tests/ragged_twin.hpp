@@ -108,4 +108,30 @@ inline int64_t rows_differing(const Graph& ragged, const Facts& rf, const testin
   return differing;
 }
 
+// The bytes of a ragged Q side's output (O or Stats) at tokens outside every sequence that are not the poison
+// (0xFF) the harness wrote before the run: a kernel must leave them alone (they belong to no sequence, or to
+// another batch's). Returns the count and, in `first`, the first such token.
+inline int64_t foreign_tokens_written(const Graph& ragged, const Facts& rf, const testing::TrialInputs& rin,
+                                      const reference::HostTensors& out, Role role, std::string& first) {
+  const TensorDesc& t = *ragged.operand(role);
+  const int64_t eb = bits_of(t.dtype) / 8, T = t.dims[2];
+  std::vector<bool> owned(static_cast<size_t>(T), false);
+  for (int64_t b = 0; b < rf.B; ++b) {
+    const reference::SeqExtent e = reference::q_extent(ragged, rf, rin.tensors, b);
+    for (int64_t i = 0; i < std::min(std::max<int64_t>(e.length, 0), rf.S_q); ++i) owned[static_cast<size_t>(e.first + i)] = true;
+  }
+  int64_t written = 0;
+  for (int64_t tok = 0; tok < T; ++tok) {
+    if (owned[static_cast<size_t>(tok)]) continue;
+    bool poisoned = true;
+    for (int64_t h = 0; h < t.dims[1] && poisoned; ++h)
+      for (int64_t d = 0; d < t.dims[3] && poisoned; ++d) {
+        const uint8_t* at = out.at(t.uid).data() + reference::offset_of(t, 0, h, tok, d) * eb;
+        for (int64_t k = 0; k < eb; ++k) poisoned = poisoned && at[k] == 0xFF;
+      }
+    if (!poisoned && written++ == 0) first = "token " + std::to_string(tok);
+  }
+  return written;
+}
+
 }  // namespace rime::test

@@ -812,6 +812,21 @@ TEST_CASE("the output check reads a ragged O at each sequence's tokens and nowhe
   INFO("check_outputs:" << failures);
   CHECK(good.passed);
   CHECK(good.rows_checked == rows);
+  // The tokens outside every sequence are still the poison; one written there is found (the GPU test's check).
+  std::string first_foreign;
+  CHECK(test::foreign_tokens_written(g.value(), f.value(), in, outputs, Role::O, first_foreign) == 0);
+  CHECK(test::foreign_tokens_written(g.value(), f.value(), in, outputs, Role::Stats, first_foreign) == 0);
+  {
+    // The first sequence's first token taken out of it (cu_seqlens_q[0] + 1): its O, written above, is now a
+    // write outside every sequence.
+    testing::TrialInputs shifted = in;
+    const SeqExtent head = q_extent(g.value(), f.value(), in.tensors, 0);
+    REQUIRE(head.length > 0);
+    store_element(DataType::INT32, shifted.tensors.at(g->operand(Role::CuSeqlensQ)->uid).data(), 0,
+                  static_cast<double>(head.first + 1));
+    CHECK(test::foreign_tokens_written(g.value(), f.value(), shifted, outputs, Role::O, first_foreign) == 1);
+    CHECK(first_foreign == "token " + std::to_string(head.first));
+  }
   // A sequence's last token left unwritten fails.
   const SeqExtent first = q_extent(g.value(), f.value(), in.tensors, 0);
   REQUIRE(first.length > 0);

@@ -39,9 +39,10 @@ struct KernelInfo {
 // Options of one execute.
 struct ExecuteOptions {
   // Checked indices: before the plan's kernels, verify on the device, in stream order, the data the graph cannot
-  // validate (docs/graph-json.md): 0 <= seq_len_q[b] <= S_q, 0 <= seq_len_kv[b] <= S_kv, and every page id a
-  // sequence's keys occupy in [0, num_pages). A bad entry gives InvalidArgument naming it (the first in batch
-  // order, a sequence's lengths before its pages), and nothing is launched. For debugging: it compiles its
+  // validate (docs/graph-json.md): 0 <= seq_len_q[b] <= S_q, 0 <= seq_len_kv[b] <= S_kv, a ragged side's
+  // 0 <= cu[b] <= cu[b + 1] <= T with lengths at most max_seqlen, and every page id a sequence's keys occupy in
+  // [0, num_pages). A bad entry gives InvalidArgument naming it (the first in batch order, a sequence's lengths
+  // before its pages), and nothing is launched. For debugging: it compiles its
   // kernel on first use, allocates an 8-byte word and synchronises the stream, so it is not capturable in a
   // CUDA graph. A graph without per-sequence lengths has nothing to check.
   bool check_indices = false;

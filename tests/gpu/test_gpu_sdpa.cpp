@@ -637,6 +637,15 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     CHECK(tr->passed);
     passed += rr->passed;
     ++engines[re];
+    if (rf.ragged_q) {
+      std::string first_o, first_stats;
+      const int64_t o_foreign = test::foreign_tokens_written(g, rf, rin, rr->outputs, Role::O, first_o);
+      const int64_t s_foreign = test::foreign_tokens_written(g, rf, rin, rr->outputs, Role::Stats, first_stats);
+      INFO("tokens outside every sequence written: O " << o_foreign << " (first: " << first_o << "), Stats "
+                                                       << s_foreign << " (first: " << first_stats << ")");
+      CHECK(o_foreign == 0);
+      CHECK(s_foreign == 0);
+    }
     if (re == te) {
       ++same_engine;
       std::string first_o, first_stats;

@@ -119,8 +119,8 @@ int run_command_line(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   run->add_flag("--no-check", o.no_check, "skip the reference check");
   run->add_flag("--check-indices", o.check_indices,
-                "verify seq_len_q / seq_len_kv and the page ids on the device before the kernels run, and report the "
-                "first bad entry instead of reading out of bounds (ExecuteOptions::check_indices)");
+                "verify seq_len_q / seq_len_kv, ragged offsets and the page ids on the device before the kernels run, "
+                "and report the first bad entry instead of reading out of bounds (ExecuteOptions::check_indices)");
   run->add_flag("--bench", o.bench, "time the plan (median of CUDA events after warm-up)");
   run->add_option("--iterations", o.iterations, "timed runs with --bench (default 20)")->check(CLI::Range(1, 100000));
   run->add_option("--inputs", o.inputs_dir, "read input tensors from DIR/<name>.npy (the rest are generated)");
