@@ -36,7 +36,8 @@ inline Graph padded_twin(const Graph& ragged, const Facts& f) {
     g.add_tensor(t);
   }
   SdpaOp twin = op;
-  for (auto [offsets, lens] : {std::pair{Role::CuSeqlensQ, Role::SeqLenQ}, std::pair{Role::CuSeqlensKv, Role::SeqLenKv}}) {
+  for (auto [offsets, lens] :
+       {std::pair{Role::CuSeqlensQ, Role::SeqLenQ}, std::pair{Role::CuSeqlensKv, Role::SeqLenKv}}) {
     if (!op.operand(offsets)) continue;
     twin.operands[static_cast<int>(lens)] = op.operand(offsets);
     twin.operands[static_cast<int>(offsets)].reset();
@@ -63,7 +64,8 @@ inline testing::TrialInputs padded_inputs(const Graph& ragged, const Facts& rf, 
   for (int64_t b = 0; b < rf.B; ++b) {
     const reference::SeqExtent q = reference::q_extent(ragged, rf, rin.tensors, b);
     const reference::SeqExtent kv = reference::kv_extent(ragged, rf, rin.tensors, b);
-    for (auto [side, lens, e] : {std::tuple{rf.ragged_q, Role::SeqLenQ, q}, std::tuple{rf.ragged_kv, Role::SeqLenKv, kv}})
+    for (auto [side, lens, e] :
+         {std::tuple{rf.ragged_q, Role::SeqLenQ, q}, std::tuple{rf.ragged_kv, Role::SeqLenKv, kv}})
       if (side)
         reference::store_element(DataType::INT32, out.tensors.at(padded.operand(lens)->uid).data(), b,
                                  static_cast<double>(e.length));
@@ -102,7 +104,8 @@ inline int64_t rows_differing(const Graph& ragged, const Facts& rf, const testin
           same = std::memcmp(ragged_out.at(r.uid).data() + reference::seq_offset(r, q, h, i, d) * eb,
                              padded_out.at(p.uid).data() + reference::offset_of(p, b, h, i, d) * eb,
                              static_cast<size_t>(eb)) == 0;
-        if (!same && differing++ == 0) first = "sequence " + std::to_string(b) + " head " + std::to_string(h) + " row " + std::to_string(i);
+        if (!same && differing++ == 0)
+          first = "sequence " + std::to_string(b) + " head " + std::to_string(h) + " row " + std::to_string(i);
       }
   }
   return differing;
@@ -118,7 +121,8 @@ inline int64_t foreign_tokens_written(const Graph& ragged, const Facts& rf, cons
   std::vector<bool> owned(static_cast<size_t>(T), false);
   for (int64_t b = 0; b < rf.B; ++b) {
     const reference::SeqExtent e = reference::q_extent(ragged, rf, rin.tensors, b);
-    for (int64_t i = 0; i < std::min(std::max<int64_t>(e.length, 0), rf.S_q); ++i) owned[static_cast<size_t>(e.first + i)] = true;
+    const int64_t rows = std::min(std::max<int64_t>(e.length, 0), rf.S_q);
+    for (int64_t i = 0; i < rows; ++i) owned[static_cast<size_t>(e.first + i)] = true;
   }
   int64_t written = 0;
   for (int64_t tok = 0; tok < T; ++tok) {

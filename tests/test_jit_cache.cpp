@@ -531,9 +531,9 @@ TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
   CHECK(ws.code() == StatusCode::CacheCorrupt);
   CHECK(has(ws, "/derived/workspace_bytes: the artifact records 4096, its decision derives"));
   // A tile outside the row's domain, and one inside it that the derived values do not match.
-  Status tile = load_edited([](nlohmann::json& e) { e["decision"]["tile"] = {{"q", 32}, {"kv", 32}}; });
+  Status tile = load_edited([](nlohmann::json& e) { e["decision"]["tile"] = {{"q", 32}, {"kv", 64}}; });
   CHECK(tile.code() == StatusCode::NotSupported);
-  CHECK(has(tile, "tile 32x32 not in {16x32, 16x64, 64x64, 128x64}"));
+  CHECK(has(tile, "tile 32x64 not in {16x32, 16x64, 32x32, 64x64, 128x64}"));
   CHECK(load_edited([](nlohmann::json& e) { e["decision"]["tile"] = {{"q", 64}, {"kv", 64}}; }).code() ==
         StatusCode::CacheCorrupt);
   // A row that declines the graph.

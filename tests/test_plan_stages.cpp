@@ -132,9 +132,9 @@ TEST_CASE("required declines explain themselves", "[match]") {
   }
   SECTION("a pinned tile outside the row's domain") {
     json doc = example_json("fp8_decode_gqa");
-    doc["op"]["knobs"] = {{"tile", {{"q", 32}, {"kv", 32}}}};
+    doc["op"]["knobs"] = {{"tile", {{"q", 32}, {"kv", 64}}}};
     CHECK(verdict_of(match(facts_of(doc)), "sdpa_fp8_sm89").reason ==
-          "row sdpa_fp8_sm89: tile 32x32 not in {16x32, 16x64, 64x64, 128x64}");
+          "row sdpa_fp8_sm89: tile 32x64 not in {16x32, 16x64, 32x32, 64x64, 128x64}");
   }
   SECTION("a pinned split on a row not wired for split") {
     json doc = example_json("fp8_decode_gqa");
@@ -323,8 +323,8 @@ TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]"
   d.split_kv = 0;
   CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: split_kv 0 is not a split count");
   d = c->decision;
-  d.tile = {32, 32};
-  CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: tile 32x32 not in {16x32, 16x64, 64x64, 128x64}");
+  d.tile = {32, 64};
+  CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: tile 32x64 not in {16x32, 16x64, 32x32, 64x64, 128x64}");
   d = c->decision;
   d.row_id = "sdpa_fp8_sm90";  // declines decode
   CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64"));

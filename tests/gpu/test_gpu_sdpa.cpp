@@ -578,10 +578,12 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
       v = add("V", {B, H_kv, max_kv, D}, in);
     }
     const DataType o_type = fp8 ? (pick({0, 1}) ? DataType::BF16 : DataType::FP8_E4M3) : in;
-    const int64_t o = ragged_q ? token_tensor("O", H_q, T_q, D, o_type, true) : add("O", {B, H_q, max_q, D}, o_type, true);
+    const int64_t o =
+        ragged_q ? token_tensor("O", H_q, T_q, D, o_type, true) : add("O", {B, H_q, max_q, D}, o_type, true);
     const int64_t stats = ragged_q ? token_tensor("Stats", H_q, T_q, 1, DataType::FP32, true)
                                    : add("Stats", {B, H_q, max_q, 1}, DataType::FP32, true);
-    const int64_t lq = ragged_q ? add("cu_seqlens_q", {B + 1}, DataType::INT32) : add("seq_len_q", {B}, DataType::INT32);
+    const int64_t lq =
+        ragged_q ? add("cu_seqlens_q", {B + 1}, DataType::INT32) : add("seq_len_q", {B}, DataType::INT32);
     const int64_t lkv = ragged_kv ? add("cu_seqlens_kv", {B + 1}, DataType::INT32) : add("seq_len_kv", {B}, DataType::INT32);
     std::optional<int64_t> table;
     if (mode == 3) table = add("page_table", {B, max_pages}, DataType::INT32);
