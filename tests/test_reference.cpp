@@ -899,3 +899,40 @@ TEST_CASE("FLOPs of a padded run count each sequence's pairs; at full lengths th
       store_element(DataType::INT32, in.tensors.at(g->operand(r)->uid).data(), b, b == 2 ? 10 : 0);
   CHECK(testing::attention_flops(g.value(), f.value(), in) == 55.0 * 8 * 512);
 }
+
+TEST_CASE("a 16-bit Q over FP8 K/V is valid and referenced, and every row declines it with the reason", "[reference][validate]") {
+  // examples/fp8_prefill with Q in BF16: an FP8 K/V cache read by a BF16 model.
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
+  doc["tensors"][0]["dtype"] = "BF16";
+  Result<Graph> mixed = graph_from_json(doc.dump());
+  REQUIRE(mixed.ok());
+  REQUIRE(validate(mixed.value()).ok());
+  Result<Graph> fp8 = load_graph_file(test::example_path("fp8_prefill"));
+  REQUIRE(fp8.ok());
+  Result<Facts> mf = analyze(mixed.value(), DeviceDesc::h200()), ff = analyze(fp8.value(), DeviceDesc::h200());
+  REQUIRE(mf.ok());
+  REQUIRE(ff.ok());
+  CHECK(mf->q().dtype == DataType::BF16);
+  CHECK(mf->k().dtype == DataType::FP8_E4M3);
+  for (const RowVerdict& v : match(mf.value())) {
+    INFO(v.row_id << ": " << v.reason);
+    CHECK_FALSE(v.accepted);
+    if (v.row_id == "sdpa_fp8_sm89" || v.row_id == "sdpa_fp8_sm90")
+      CHECK(v.reason == "row " + v.row_id +
+                            ": Q dtype BF16 over K/V dtype FP8_E4M3 (a 16-bit Q over an FP8 K/V cache) not supported");
+  }
+  // The reference reads Q in its own type: with Q values that E4M3 holds exactly (the FP8 graph's inputs,
+  // widened), its rows are the FP8 graph's, bit for bit (descale_q applies to either).
+  const testing::TrialInputs in = testing::make_inputs(fp8.value(), 12);
+  HostTensors widened = in.tensors;
+  const TensorDesc &q8 = *fp8->operand(Role::Q), &q16 = *mixed->operand(Role::Q);
+  widened[q16.uid].assign(static_cast<size_t>(tensor_storage_bytes(q16)), 0);
+  for (int64_t e = 0; e < q8.dims[0] * q8.dims[1] * q8.dims[2] * q8.dims[3]; ++e)
+    store_element(DataType::BF16, widened[q16.uid].data(), e, load_element(DataType::FP8_E4M3, in.tensors.at(q8.uid).data(), e));
+  for (auto [b, h, i] : {std::tuple{0, 0, 0}, std::tuple{1, 5, 700}, std::tuple{1, 7, 1023}}) {
+    const RowResult a = attention_row(mixed.value(), mf.value(), widened, b, h, i);
+    const RowResult c = attention_row(fp8.value(), ff.value(), in.tensors, b, h, i);
+    CHECK(a.lse == c.lse);
+    CHECK(a.o == c.o);
+  }
+}

@@ -324,19 +324,26 @@ Status Checker::check_dtypes() const {
       if (!is_f16(d->dtype)) return bad(*d, "FP16, BF16");
     if (!is_f16(o.dtype)) return bad(o, "FP16, BF16");
   } else {
-    for (const TensorDesc* d : {&q, &k, &v})
+    // sdpa_fp8 also takes a 16-bit Q over FP8 K/V: a BF16/FP16 model reading an FP8 K/V cache (docs/graph-json.md).
+    const bool q16_allowed = kind == OpKind::SdpaFp8;
+    if (!is_fp8(q.dtype) && !(q16_allowed && is_f16(q.dtype)))
+      return bad(q, q16_allowed ? "FP8_E4M3, FP8_E5M2; FP16, BF16 over FP8 K/V" : "FP8_E4M3, FP8_E5M2");
+    for (const TensorDesc* d : {&k, &v})
       if (!is_fp8(d->dtype)) return bad(*d, "FP8_E4M3, FP8_E5M2");
     if (!(is_fp8(o.dtype) || is_f16(o.dtype) || o.dtype == DataType::FP4_E2M1))
       return bad(o, "FP8_E4M3, FP8_E5M2, FP16, BF16, FP4_E2M1 with sf_o");
   }
-  if (k.dtype != q.dtype)
+  const bool q16_over_fp8 = is_f16(q.dtype) && is_fp8(k.dtype);
+  if (k.dtype != q.dtype && !q16_over_fp8)
     return fail(at_tensor(k, "dtype"),
                 fmt::format("{}: dtype {} differs from {}'s {}; Q and K share one type", k.name, to_string(k.dtype),
                             q.name, to_string(q.dtype)));
-  if (v.dtype != q.dtype)
+  if (v.dtype != k.dtype)
     return fail(at_tensor(v, "dtype"),
-                fmt::format("{}: dtype {} differs from {}'s {}; Q, K and V share one type", v.name,
-                            to_string(v.dtype), q.name, to_string(q.dtype)));
+                q16_over_fp8 ? fmt::format("{}: dtype {} differs from {}'s {}; K and V share one type", v.name,
+                                           to_string(v.dtype), k.name, to_string(k.dtype))
+                             : fmt::format("{}: dtype {} differs from {}'s {}; Q, K and V share one type", v.name,
+                                           to_string(v.dtype), q.name, to_string(q.dtype)));
   return Status::success();
 }
 

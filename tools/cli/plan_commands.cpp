@@ -46,7 +46,11 @@ void print_facts(const Facts& f) {
   fmt::print("facts:\n");
   fmt::print("  shape     B {}  H_q {}  H_kv {} (group {})  S_q {}  S_kv {}  D_qk {}  D_v {}\n", f.B, f.H_q, f.H_kv,
              f.group, f.S_q, f.S_kv, f.D_qk, f.D_v);
-  fmt::print("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.o().dtype), f.o_format());
+  if (f.q().dtype == f.k().dtype)
+    fmt::print("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.o().dtype), f.o_format());
+  else  // a 16-bit Q over FP8 K/V
+    fmt::print("  dtypes    Q {}  K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.k().dtype),
+               to_string(f.o().dtype), f.o_format());
   fmt::print("  layouts   Q {}  K {}  V {}  O {}  (16-byte aligned: {})\n", to_string(f.q().layout),
              to_string(f.k().layout), to_string(f.v().layout), to_string(f.o().layout),
              yes_no(f.q().aligned16 && f.k().aligned16 && f.v().aligned16 && f.o().aligned16));
