@@ -61,6 +61,25 @@ testing::TrialReport checked_trial(const Plan& plan, uint64_t seed,
   return rep.value();
 }
 
+// Checked-indices runs (ExecuteOptions::check_indices): one that passes the check and the reference, and one that
+// must be refused with InvalidArgument and a message containing `text`, nothing launched.
+void expect_checked_pass(const Plan& plan, const testing::TrialInputs& inputs) {
+  testing::TrialOptions opt;
+  opt.check_indices = true;
+  Result<testing::TrialReport> rep = testing::run_trial(plan, inputs, opt);
+  REQUIRE(rep.ok());
+  CHECK(rep->passed);
+}
+void expect_checked_refusal(const Plan& plan, const testing::TrialInputs& inputs, const std::string& text) {
+  testing::TrialOptions opt;
+  opt.check_indices = true;
+  Result<testing::TrialReport> rep = testing::run_trial(plan, inputs, opt);
+  REQUIRE_FALSE(rep.ok());
+  CHECK(rep.status().code() == StatusCode::InvalidArgument);
+  INFO(rep.status().message());
+  CHECK(rep.status().message().find(text) != std::string::npos);
+}
+
 // SPEC section 5 on the GPU: every output mode x sf_o layout x split or not x causal or not at S_q 300 (a tail
 // of 44 rows in the last 128-row atom), sf_o poisoned and its pad rows / pad columns checked by check_outputs;
 // then head dims 64 and 256, GQA decode, and Stats.
@@ -295,52 +314,34 @@ TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming
   REQUIRE(plan.ok());
   const TensorDesc& table = *g->operand(Role::PageTable);
   const TensorDesc& lens = *g->operand(Role::SeqLenKv);
-  testing::TrialOptions opt;
-  opt.check_indices = true;
   testing::TrialInputs good = testing::make_inputs(g.value(), 5);
   auto at = [](testing::TrialInputs& in, const TensorDesc& t) { return in.tensors.at(t.uid).data(); };
   const int64_t len2 = static_cast<int64_t>(reference::load_element(DataType::INT32, at(good, lens), 2));
   REQUIRE(len2 > 16);
   // Good data: the check passes and so does the run.
-  {
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), good, opt);
-    REQUIRE(rep.ok());
-    CHECK(rep->passed);
-  }
+  expect_checked_pass(plan.value(), good);
   // A page the sequence reads (its last one) outside the pool.
   {
     testing::TrialInputs bad = good;
     const int64_t last_page = (len2 - 1) / 16;
     reference::store_element(DataType::INT32, at(bad, table), 2 * 64 + last_page, 200);
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), bad, opt);
-    REQUIRE_FALSE(rep.ok());
-    CHECK(rep.status().code() == StatusCode::InvalidArgument);
-    INFO(rep.status().message());
-    CHECK(rep.status().message().find(fmt::format("page_table[2][{}] = 200 is outside the pool [0, num_pages = 200)",
-                                                  last_page)) != std::string::npos);
+    expect_checked_refusal(plan.value(), bad,
+                           fmt::format("page_table[2][{}] = 200 is outside the pool [0, num_pages = 200)", last_page));
     // A negative id earlier in the same sequence is the first bad entry.
     reference::store_element(DataType::INT32, at(bad, table), 2 * 64 + 0, -7);
-    rep = testing::run_trial(plan.value(), bad, opt);
-    REQUIRE_FALSE(rep.ok());
-    INFO(rep.status().message());
-    CHECK(rep.status().message().find("page_table[2][0] = -7") != std::string::npos);
+    expect_checked_refusal(plan.value(), bad, "page_table[2][0] = -7");
   }
   // An id past the sequence's last page is never read: not an error.
   {
     testing::TrialInputs past = good;
     reference::store_element(DataType::INT32, at(past, table), 2 * 64 + (len2 - 1) / 16 + 1, -1);
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), past, opt);
-    REQUIRE(rep.ok());
-    CHECK(rep->passed);
+    expect_checked_pass(plan.value(), past);
   }
   // A length beyond what the table addresses (64 pages x 16 keys).
   {
     testing::TrialInputs longer = good;
     reference::store_element(DataType::INT32, at(longer, lens), 3, 64 * 16 + 1);
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), longer, opt);
-    REQUIRE_FALSE(rep.ok());
-    INFO(rep.status().message());
-    CHECK(rep.status().message().find("seq_len_kv[3] = 1025 (must be in [0, S_kv = 1024])") != std::string::npos);
+    expect_checked_refusal(plan.value(), longer, "seq_len_kv[3] = 1025 (must be in [0, S_kv = 1024])");
   }
 }
 
@@ -352,24 +353,14 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
   Result<Plan> plan = Plan::build(g.value());
   REQUIRE(plan.ok());
   const TensorDesc &cu_q = *g->operand(Role::CuSeqlensQ), &cu_kv = *g->operand(Role::CuSeqlensKv);
-  testing::TrialOptions opt;
-  opt.check_indices = true;
   const testing::TrialInputs good = testing::make_inputs(g.value(), 5);
   auto at = [](testing::TrialInputs& in, const TensorDesc& t) { return in.tensors.at(t.uid).data(); };
   auto cu = [&](const testing::TrialInputs& in, const TensorDesc& t, int64_t b) {
     return static_cast<int64_t>(reference::load_element(DataType::INT32, in.tensors.at(t.uid).data(), b));
   };
-  {
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), good, opt);
-    REQUIRE(rep.ok());
-    CHECK(rep->passed);
-  }
+  expect_checked_pass(plan.value(), good);
   auto expect = [&](const testing::TrialInputs& bad, const std::string& text) {
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), bad, opt);
-    REQUIRE_FALSE(rep.ok());
-    CHECK(rep.status().code() == StatusCode::InvalidArgument);
-    INFO(rep.status().message());
-    CHECK(rep.status().message().find(text) != std::string::npos);
+    expect_checked_refusal(plan.value(), bad, text);
   };
   // Offsets going backwards: sequence 3's tokens [cu[3], cu[3] - 1).
   {
