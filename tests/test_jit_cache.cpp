@@ -218,6 +218,26 @@ TEST_CASE("the kernels' ragged specializations compile", "[jit][ragged]") {
   }
 }
 
+TEST_CASE("the 16-bit-Q-over-FP8-K/V specializations compile (no row selects them yet)", "[jit]") {
+  // Computed in FP16 (kIn = FP16) with RIME_F_KV_FP8: E4M3 and E5M2 K/V, FP16 and BF16 Q; decode (16x32, paged,
+  // split) and prefill (64x64, 128x64, causal) tiles, sm_89 and sm_90a. The GPU sweep runs them once the row
+  // takes these graphs (docs/serving.md).
+  constexpr int kMixed = RIME_F_KV_FP8 | RIME_F_STATS;
+  const std::vector<KernelSpec> specs = {
+      attention_spec(RIME_T_FP16, RIME_T_BF16, 128, 16, kMixed | RIME_F_Q_BF16 | RIME_F_PADDING | RIME_F_PAGED |
+                                                            RIME_F_SPLIT, "sm_90a", 32),
+      attention_spec(RIME_T_FP16, RIME_T_FP16, 128, 16, kMixed | RIME_F_KV_E5M2, "sm_89", 32),
+      attention_spec(RIME_T_FP16, RIME_T_BF16, 128, 64, kMixed | RIME_F_Q_BF16 | RIME_F_MASK, "sm_90a"),
+      attention_spec(RIME_T_FP16, RIME_T_E4M3, 64, 128, kMixed | RIME_F_Q_BF16 | RIME_F_SCALE_O, "sm_90a"),
+      attention_spec(RIME_T_FP16, RIME_T_BF16, 256, 16, kMixed | RIME_F_Q_BF16 | RIME_F_KV_E5M2, "sm_90a", 64),
+  };
+  for (const KernelSpec& spec : specs) {
+    Result<CompiledKernel> k = compile_uncached(spec);
+    INFO(spec.name_expression << ": " << (k.ok() ? "" : k.status().message()));
+    CHECK(k.ok());
+  }
+}
+
 TEST_CASE("a compile error returns CompileFailed with the log and the kernel name", "[jit]") {
   KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // head dim 80: static_assert
   Result<CompiledKernel> k = compile_uncached(bad);

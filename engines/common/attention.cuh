@@ -349,6 +349,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   const int lane = tid % 32, t = lane % 4;
   float descale_v = 1.f;
   if constexpr (kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
+  if constexpr ((kFeatures & RIME_F_KV_FP8) != 0) descale_v = p.descale_v[0];  // FP8 V under a 16-bit Q and P
   float scale_o = 1.f;
   if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   float amax_o = 0.f, amax_s = 0.f;

@@ -27,6 +27,12 @@
 // token-major [1][H][T][D] tensor (its stride[0] passed as 0), its length the offsets' difference.
 #define RIME_F_RAGGED_Q 1024   // Q, O, Stats through cu_seqlens_q
 #define RIME_F_RAGGED_KV 2048  // K, V through cu_seqlens_kv
+// A 16-bit Q over FP8 K/V (sdpa_fp8 reading an FP8 K/V cache; the mma.sync engine computes it in FP16): K and V
+// are E4M3 (or E5M2 with RIME_F_KV_E5M2), widened exactly to FP16 in shared memory; Q is FP16, or BF16 with
+// RIME_F_Q_BF16, widened to FP16 by a power-of-two factor per row.
+#define RIME_F_KV_FP8 4096
+#define RIME_F_KV_E5M2 8192
+#define RIME_F_Q_BF16 16384
 
 struct SdpaParams {
   const void* q;

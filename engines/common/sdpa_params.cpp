@@ -40,6 +40,11 @@ int sdpa_features(const Facts& f, bool split) {
   if (f.paged) bits |= RIME_F_PAGED;
   if (f.ragged_q) bits |= RIME_F_RAGGED_Q;
   if (f.ragged_kv) bits |= RIME_F_RAGGED_KV;
+  if (f.q16_over_fp8_kv()) {
+    bits |= RIME_F_KV_FP8;
+    if (f.k().dtype == DataType::FP8_E5M2) bits |= RIME_F_KV_E5M2;
+    if (f.q().dtype == DataType::BF16) bits |= RIME_F_Q_BF16;
+  }
   return bits;
 }
 

@@ -12,12 +12,14 @@
 namespace rime::engines {
 namespace {
 
-int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
+// Bytes of the type the kernel computes in: FP16 for a 16-bit Q over FP8 K/V (K/V widened in shared memory).
+int elem_bytes(const Facts& f) { return (f.is_fp8 && !f.q16_over_fp8_kv()) || f.is_mxfp8 ? 1 : 2; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 rime_mma::Smem smem_of(const Facts& f, TileShape t) {
-  return rime_mma::smem(t.q, t.kv, static_cast<int>(f.D_qk), static_cast<int>(f.D_v), elem_bytes(f), f.is_mxfp8);
+  return rime_mma::smem(t.q, t.kv, static_cast<int>(f.D_qk), static_cast<int>(f.D_v), elem_bytes(f), f.is_mxfp8,
+                        f.q16_over_fp8_kv());
 }
 
 class SdpaMma final : public Engine {
@@ -56,7 +58,8 @@ class SdpaMma final : public Engine {
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
     // that one specialization serves every O dtype.
     const KernelSpec spec{row.engine, "sdpa_mma/kernel.cuh",
-                          fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
+                          fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>",
+                                      f.q16_over_fp8_kv() ? RIME_T_FP16 : type_code(f.q().dtype),
                                       split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q,
                                       d.tile.kv, sdpa_features(f, split)),
                           "SdpaParams", f.device.arch_name()};

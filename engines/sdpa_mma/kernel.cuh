@@ -25,13 +25,100 @@ struct InType {
   static constexpr bool kFp8 = kBytes == 1;
 };
 
+// FP8 rows (kRows x kD bytes at pitch src_pitch) widened into FP16 rows (pitch dst_pitch), exactly: E4M3 and E5M2
+// are subsets of FP16. 16 bytes in, 32 out per step; byte 2i of a pair goes to the low half (element order).
+template <bool kE5m2, int kRows, int kD, int kThreads>
+__device__ __forceinline__ void widen_fp8_rows(const u8* src, int src_pitch, u8* dst, int dst_pitch, int tid) {
+  constexpr int kChunks = kD / 16;
+  for (int c = tid; c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, col = c % kChunks;
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + r * src_pitch + col * 16);
+    const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+    u32 h[8];
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const u16 pair = static_cast<u16>(words[w] >> (16 * half));
+        if constexpr (kE5m2) asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(h[2 * w + half]) : "h"(pair));
+        else asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h[2 * w + half]) : "h"(pair));
+      }
+    uint4* out = reinterpret_cast<uint4*>(dst + r * dst_pitch + col * 32);
+    out[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    out[1] = make_uint4(h[4], h[5], h[6], h[7]);
+  }
+}
+
+// A BF16 Q tile widened to FP16 in shared memory (sQ, pitch kRowQ), exactly: each packed row r is multiplied by
+// 2^e_r, e_r chosen so that its largest |q| lies in [2^14, 2^15) (FP16 holds BF16's 8 significant bits; an element
+// below 2^-28 of its row's largest becomes an FP16 subnormal and loses bits, a contribution to S far under any
+// tolerance). factors[r] = 2^-e_r afterwards, for S's rows. Plain loads: cp.async cannot convert. Rows past the
+// tile's packed rows (or a ragged sequence's length) are zero with factor 1.
+template <int kTileQ, int kDqk, int kThreads, int kRowQ, bool kRaggedQ>
+__device__ __forceinline__ void load_q_bf16_as_fp16(const SdpaParams& p, const BatchExtent& ext, int b, int h_kv,
+                                                    int row0, const u8* q_base, u8* sQ, float* factors, int tid) {
+  constexpr int kChunks = kDqk * 2 / 16;  // 8 BF16 a chunk
+  u32* amax_bits = reinterpret_cast<u32*>(factors);  // non-negative floats order as their bits
+  for (int r = tid; r < kTileQ; r += kThreads) amax_bits[r] = 0;
+  __syncthreads();
+  auto chunk = [&](int c) {
+    const int r = c / kChunks, col = c % kChunks, pr = row0 + r;
+    const bool ok = pr < p.packed_rows && (!kRaggedQ || pr / p.group < ext.seq_q);
+    if (!ok) return make_uint4(0, 0, 0, 0);
+    const int i = pr / p.group, h = h_kv * p.group + pr % p.group;
+    const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * 2;
+    return *reinterpret_cast<const uint4*>(src + col * 16);
+  };
+  auto bf16_at = [](const uint4& v, int k) {
+    const u32 w = k < 2 ? (k == 0 ? v.x : v.y) : (k == 2 ? v.z : v.w);
+    return w;  // two BF16: low half first
+  };
+  for (int c = tid; c < kTileQ * kChunks; c += kThreads) {
+    const uint4 v = chunk(c);
+    float m = 0.f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const u32 w = bf16_at(v, k);
+      m = fmaxf(m, fmaxf(fabsf(__uint_as_float(w << 16)), fabsf(__uint_as_float(w & 0xFFFF0000u))));
+    }
+    atomicMax(amax_bits + c / kChunks, __float_as_uint(m));
+  }
+  __syncthreads();
+  // e from the largest |q|'s exponent: 14 - floor(log2 amax), in [-113, 126] (2^-e then stays a normal float).
+  auto exponent_of = [&](int r) {
+    const int biased = static_cast<int>((amax_bits[r] >> 23) & 0xFF);
+    return amax_bits[r] == 0 || biased == 0xFF ? 0 : min(126, 14 - (biased - 127));
+  };
+  for (int c = tid; c < kTileQ * kChunks; c += kThreads) {
+    const int r = c / kChunks, col = c % kChunks;
+    const uint4 v = chunk(c);
+    const float f = __int_as_float((127 + exponent_of(r)) << 23);
+    u32 h[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const u32 w = bf16_at(v, k);
+      h[k] = pack2<RIME_T_FP16>(__uint_as_float(w << 16) * f, __uint_as_float(w & 0xFFFF0000u) * f);
+    }
+    *reinterpret_cast<uint4*>(sQ + r * kRowQ + col * 16) = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+  __syncthreads();
+  for (int r = tid; r < kTileQ; r += kThreads) factors[r] = __int_as_float((127 - exponent_of(r)) << 23);
+}
+
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
 __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const SdpaParams p) {
   using T = InType<kIn>;
   constexpr int kEB = T::kBytes;
   constexpr int kThreads = rime_mma::threads(kTileQ);
+  // A 16-bit Q over FP8 K/V (RIME_F_KV_FP8): computed in FP16; K and V arrive as FP8 bytes (kKvEB) in raw stages
+  // and are widened exactly to FP16 tiles before the mmas, Q is FP16 or a BF16 widened by a row factor (below).
+  constexpr bool kKv8 = (kFeatures & RIME_F_KV_FP8) != 0;
+  constexpr bool kQBf16 = kKv8 && (kFeatures & RIME_F_Q_BF16) != 0;
+  constexpr int kKvEB = kKv8 ? 1 : kEB;
+  static_assert(!kKv8 || kIn == RIME_T_FP16, "a 16-bit Q over FP8 K/V computes in FP16");
   // Shared memory as layout.h lays it out for the host too; pitches in bytes, padded to spread banks.
-  constexpr rime_mma::Smem kSmem = rime_mma::smem(kTileQ, kTileKv, kDqk, kDv, kEB, (kFeatures & RIME_F_MX_INPUTS) != 0);
+  constexpr rime_mma::Smem kSmem =
+      rime_mma::smem(kTileQ, kTileKv, kDqk, kDv, kEB, (kFeatures & RIME_F_MX_INPUTS) != 0, kKv8);
   constexpr int kRowQ = kSmem.row_q, kRowK = kSmem.row_k, kRowV = kSmem.row_v, kRowVt = kSmem.row_vt;
   constexpr int kKSteps = kDqk * kEB / 32;  // 32-byte k steps of Q.K^T
   constexpr int kNT = kTileKv / 8;          // 8-key accumulator tiles per KV tile
@@ -48,6 +135,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   static_assert(!kPaged || kPadding, "paged K/V comes with per-sequence lengths (validation requires padding)");
   constexpr int kVBlocks = kTileKv / 32;  // V scale blocks per KV tile
   static_assert(!kMx || T::kFp8, "MXFP8 inputs are FP8");
+  static_assert(!kKv8 || !kMx, "MXFP8 inputs are not a 16-bit Q over FP8 K/V");
   // FP8 decode tiles (16 rows, one warp) skip the shared-memory transpose of V: they compute O^T = V^T P^T,
   // whose A operand (V^T, d x keys) comes straight from the V tile through ldmatrix.trans (on byte pairs) and
   // two byte permutes, and whose B operand (P^T) is the P fragment as it is. See the P.V step below.
@@ -61,6 +149,8 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   u8* sK = smem + kSmem.k;
   u8* sV = smem + kSmem.v;
   u8* sVt = smem + kSmem.vt;  // FP8 tiles that transpose V in shared memory
+  // FP8 K/V under a 16-bit Q land in raw 8-bit stages (pitches kLdRowK / kLdRowV), widened into sK / sV per tile.
+  constexpr int kLdRowK = kSmem.row_raw_k, kLdRowV = kSmem.row_raw_v;
   // MXFP8: the KV tile's scales as fp32, K [key][k step] and V [d][32-key block].
   float* sSk = reinterpret_cast<float*>(smem + kSmem.scales_k);
   float* sSv = reinterpret_cast<float*>(smem + kSmem.scales_v);
@@ -83,9 +173,9 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   // the plane from the batch's first token (stride[0] is 0).
   const i64 kv_b = kPaged ? 0 : b;
   const u8* k_base = static_cast<const u8*>(p.k) +
-                     (kv_b * p.k_stride[0] + i64(h_kv) * p.k_stride[1] + i64(ext.kv_tok0) * p.k_stride[2]) * kEB;
+                     (kv_b * p.k_stride[0] + i64(h_kv) * p.k_stride[1] + i64(ext.kv_tok0) * p.k_stride[2]) * kKvEB;
   const u8* v_base = static_cast<const u8*>(p.v) +
-                     (kv_b * p.v_stride[0] + i64(h_kv) * p.v_stride[1] + i64(ext.kv_tok0) * p.v_stride[2]) * kEB;
+                     (kv_b * p.v_stride[0] + i64(h_kv) * p.v_stride[1] + i64(ext.kv_tok0) * p.v_stride[2]) * kKvEB;
   const int* page_row = kPaged ? p.page_table + i64(b) * p.page_table_stride : nullptr;
   // Element offset of key j (< kv_limit) from its plane base. A paged key reads its page id, which the caller
   // guarantees in [0, num_pages) for every page that holds a key below seq_len_kv[b] (docs/graph-json.md).
@@ -98,7 +188,7 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
     }
   };
 
-  constexpr int kChunksK = kDqk * kEB / 16, kChunksV = kDv * kEB / 16;
+  constexpr int kChunksK = kDqk * kKvEB / 16, kChunksV = kDv * kKvEB / 16;  // 16-byte chunks of a K / V row as loaded
   // Paged K/V by 16-key groups: a page holds a multiple of 16 keys (validation) and a group starts on a multiple
   // of 16, so its keys share one page. One page-id load per group and tile, shared by K and V, and a chunk's
   // address is its group's base plus a per-thread offset and a constant step. Loading one id per 16-byte chunk
@@ -110,13 +200,21 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   constexpr bool kGroupedPages = kPaged && kThreads % kChunksK == 0 && kThreads % kChunksV == 0 &&
                                  16 % kRowsPassK == 0 && 16 % kRowsPassV == 0 && kTileKv % 16 == 0;
   constexpr int kGroups = kTileKv / 16;
-  const i64 k_thread_off = i64(tid / kChunksK) * p.k_stride[2] * kEB + (tid % kChunksK) * 16;
-  const i64 v_thread_off = i64(tid / kChunksV) * p.v_stride[2] * kEB + (tid % kChunksV) * 16;
-  const i64 k_step = i64(kRowsPassK) * p.k_stride[2] * kEB, v_step = i64(kRowsPassV) * p.v_stride[2] * kEB;
+  const i64 k_thread_off = i64(tid / kChunksK) * p.k_stride[2] * kKvEB + (tid % kChunksK) * 16;
+  const i64 v_thread_off = i64(tid / kChunksV) * p.v_stride[2] * kKvEB + (tid % kChunksV) * 16;
+  const i64 k_step = i64(kRowsPassK) * p.k_stride[2] * kKvEB, v_step = i64(kRowsPassV) * p.v_stride[2] * kKvEB;
 
   auto load_kv = [&](int kt, int stage) {
-    u8* dk = sK + stage * kTileKv * kRowK;
-    u8* dv = sV + stage * kTileKv * kRowV;
+    // (Two branches rather than a selected base pointer: the selection alone changed the other kernels' SASS.)
+    u8* dk;
+    u8* dv;
+    if constexpr (kKv8) {
+      dk = smem + kSmem.raw_k + stage * kTileKv * kLdRowK;
+      dv = smem + kSmem.raw_v + stage * kTileKv * kLdRowV;
+    } else {
+      dk = sK + stage * kTileKv * kRowK;
+      dv = sV + stage * kTileKv * kRowV;
+    }
     if constexpr (kGroupedPages) {
       const int slot_mask = (1 << p.page_size_log2) - 1;
       const u8* k_group[kGroups];
@@ -127,38 +225,41 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
         const int page = j0 < kv_limit ? __ldg(page_row + (j0 >> p.page_size_log2)) : 0;
         // The group's key 0 sits at slot j0 & slot_mask of its page; the thread's rows are counted from the tile.
         const i64 slot0 = i64(j0 & slot_mask) - 16 * g;
-        k_group[g] = k_base + (i64(page) * p.k_stride[0] + slot0 * p.k_stride[2]) * kEB + k_thread_off;
-        v_group[g] = v_base + (i64(page) * p.v_stride[0] + slot0 * p.v_stride[2]) * kEB + v_thread_off;
+        k_group[g] = k_base + (i64(page) * p.k_stride[0] + slot0 * p.k_stride[2]) * kKvEB + k_thread_off;
+        v_group[g] = v_base + (i64(page) * p.v_stride[0] + slot0 * p.v_stride[2]) * kKvEB + v_thread_off;
       }
 #pragma unroll
       for (int n = 0; n < kTileKv * kChunksK / kThreads; ++n) {
         const int r = tid / kChunksK + n * kRowsPassK;
         const bool ok = kt * kTileKv + r < kv_limit;
-        cp_async_16(dk + r * kRowK + (tid % kChunksK) * 16, ok ? k_group[n * kRowsPassK / 16] + n * k_step : k_base, ok);
+        cp_async_16(dk + r * kLdRowK + (tid % kChunksK) * 16, ok ? k_group[n * kRowsPassK / 16] + n * k_step : k_base, ok);
       }
 #pragma unroll
       for (int n = 0; n < kTileKv * kChunksV / kThreads; ++n) {
         const int r = tid / kChunksV + n * kRowsPassV;
         const bool ok = kt * kTileKv + r < kv_limit;  // rows past the valid keys are zero-filled (see below)
-        cp_async_16(dv + r * kRowV + (tid % kChunksV) * 16, ok ? v_group[n * kRowsPassV / 16] + n * v_step : v_base, ok);
+        cp_async_16(dv + r * kLdRowV + (tid % kChunksV) * 16, ok ? v_group[n * kRowsPassV / 16] + n * v_step : v_base, ok);
       }
       return;
     }
     for (int c = tid; c < kTileKv * kChunksK; c += kThreads) {
       const int r = c / kChunksK, col = c % kChunksK, j = kt * kTileKv + r;
       const bool ok = j < kv_limit;
-      cp_async_16(dk + r * kRowK + col * 16, k_base + (ok ? key_offset(j, p.k_stride) * kEB + col * 16 : 0), ok);
+      cp_async_16(dk + r * kLdRowK + col * 16, k_base + (ok ? key_offset(j, p.k_stride) * kKvEB + col * 16 : 0), ok);
     }
     for (int c = tid; c < kTileKv * kChunksV; c += kThreads) {
       const int r = c / kChunksV, col = c % kChunksV, j = kt * kTileKv + r;
       // Rows past the valid keys are zero-filled: P is 0 there, and 0 * (NaN garbage) would still be NaN.
       const bool ok = j < kv_limit;
-      cp_async_16(dv + r * kRowV + col * 16, v_base + (ok ? key_offset(j, p.v_stride) * kEB + col * 16 : 0), ok);
+      cp_async_16(dv + r * kLdRowV + col * 16, v_base + (ok ? key_offset(j, p.v_stride) * kKvEB + col * 16 : 0), ok);
     }
   };
 
   // Q tile, then the first K/V tile, in one cp.async group.
-  {
+  if constexpr (kQBf16) {
+    load_q_bf16_as_fp16<kTileQ, kDqk, kThreads, kRowQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(
+        p, ext, b, h_kv, row0, q_base, sQ, reinterpret_cast<float*>(smem + kSmem.q_scale), tid);
+  } else {
     constexpr int kChunksQ = kDqk * kEB / 16;
     for (int c = tid; c < kTileQ * kChunksQ; c += kThreads) {
       const int r = c / kChunksQ, col = c % kChunksQ, pr = row0 + r;
@@ -173,7 +274,14 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   cp_async_commit();
 
   float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr (T::kFp8 && !kMx) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  if constexpr ((T::kFp8 && !kMx) || kKv8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  // A BF16 Q's rows were widened by 2^e each (load_q_bf16_as_fp16): S's rows are multiplied back by 2^-e.
+  float q_row_factor[2] = {1.f, 1.f};
+  if constexpr (kQBf16) {
+    __syncthreads();  // the factors were written after the widening's last barrier
+    const float* factors = reinterpret_cast<const float*>(smem + kSmem.q_scale);
+    for (int r = 0; r < 2; ++r) q_row_factor[r] = factors[warp * 16 + g + 8 * r];
+  }
 
   // MXFP8: this thread's two rows' Q scales, one per k step (0 for a row past the end).
   float q_scale[2][kMx ? kKSteps : 1];
@@ -221,8 +329,18 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
         ldmatrix_x4(q_frag[kQInRegs ? kk : 0],
                     warp_q + ((lane & 7) + ((lane >> 3) & 1) * 8) * kRowQ + kk * 32 + ((lane >> 4) & 1) * 16);
     }
-    const u8* tk = sK + stage * kTileKv * kRowK;
-    const u8* tv = sV + stage * kTileKv * kRowV;
+    if constexpr (kKv8) {
+      // This stage's FP8 K and V rows widened into the one FP16 K and V tile the mmas read (the previous tile's
+      // readers passed the loop's closing barrier).
+      constexpr bool kE5m2 = (kFeatures & RIME_F_KV_E5M2) != 0;
+      widen_fp8_rows<kE5m2, kTileKv, kDqk, kThreads>(smem + kSmem.raw_k + stage * kTileKv * kLdRowK, kLdRowK, sK,
+                                                     kRowK, tid);
+      widen_fp8_rows<kE5m2, kTileKv, kDv, kThreads>(smem + kSmem.raw_v + stage * kTileKv * kLdRowV, kLdRowV, sV,
+                                                    kRowV, tid);
+      __syncthreads();
+    }
+    const u8* tk = kKv8 ? sK : sK + stage * kTileKv * kRowK;
+    const u8* tv = kKv8 ? sV : sV + stage * kTileKv * kRowV;
     if constexpr (kMx) {
       // This tile's K and V scales; keys past S_kv (zero-filled K/V rows) get 0, never the pads of SF_K / SF_V.
       for (int n = tid; n < kTileKv * kKSteps; n += kThreads) {
@@ -283,6 +401,13 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
           mma<kIn, kIn>(s[2 * jj + 1], a, bk[2], bk[3]);
         }
       }
+    }
+
+    if constexpr (kQBf16) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= q_row_factor[e / 2];
     }
 
     // Scale to log2 units, mask, and the online softmax step.

@@ -76,6 +76,8 @@ struct Facts {
   const TensorFacts& operand(Role role) const { return tensors[static_cast<int>(role)]; }
   bool has(Role role) const { return operand(role).bound; }
   const TensorFacts& q() const { return operand(Role::Q); }
+  // sdpa_fp8 with a 16-bit Q over FP8 K/V (an FP8 K/V cache read by a BF16/FP16 model).
+  bool q16_over_fp8_kv() const { return is_fp8 && operand(Role::Q).dtype != operand(Role::K).dtype; }
   const TensorFacts& k() const { return operand(Role::K); }
   const TensorFacts& v() const { return operand(Role::V); }
   const TensorFacts& o() const { return operand(Role::O); }

@@ -52,15 +52,15 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   if (!contains(row.ops, f.op))
     return Decline{"op", fmt::format("op {} not in {}", to_string(f.op),
                                      set_of(row.ops, [](OpKind k) { return std::string(to_string(k)); }))};
-  // A 16-bit Q over FP8 K/V (sdpa_fp8 reading an FP8 cache): no engine reads mixed inputs yet (docs/serving.md
-  // says how one will: K/V exact in FP16, P in FP16).
-  if (f.q().dtype != f.k().dtype)
-    return Decline{"input_dtypes", fmt::format("Q dtype {} over K/V dtype {} (a 16-bit Q over an FP8 K/V cache) not "
-                                               "supported",
-                                               to_string(f.q().dtype), to_string(f.k().dtype))};
-  if (!contains(row.input_dtypes, f.q().dtype))
+  // A 16-bit Q over FP8 K/V (sdpa_fp8 reading an FP8 cache): the rows that widen K/V to Q's precision.
+  if (f.q16_over_fp8_kv() && !row.q16_over_fp8_kv)
+    return Decline{"q16_over_fp8_kv", fmt::format("Q dtype {} over K/V dtype {} (a 16-bit Q over an FP8 K/V cache) "
+                                                  "not supported",
+                                                  to_string(f.q().dtype), to_string(f.k().dtype))};
+  const DataType inputs = f.q16_over_fp8_kv() ? f.k().dtype : f.q().dtype;
+  if (!contains(row.input_dtypes, inputs))
     return Decline{"input_dtypes",
-                   fmt::format("Q/K/V dtype {} not in {}", to_string(f.q().dtype),
+                   fmt::format("{} dtype {} not in {}", f.q16_over_fp8_kv() ? "K/V" : "Q/K/V", to_string(inputs),
                                set_of(row.input_dtypes, [](DataType t) { return std::string(to_string(t)); }))};
   if (f.o().dtype == DataType::FP4_E2M1 && f.o_block_scale == 0)
     return Decline{"o_formats", "an FP4_E2M1 O is served only as a block-scaled O with sf_o"};

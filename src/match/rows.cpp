@@ -76,6 +76,7 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.amax_o = j.at("amax_o").get<bool>();
     r.paged_kv = j.value("paged_kv", false);
     r.ragged = j.value("ragged", false);
+    r.q16_over_fp8_kv = j.value("q16_over_fp8_kv", false);
     const json& split = j.at("split_kv");
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));
