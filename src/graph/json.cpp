@@ -94,6 +94,15 @@ class ObjectReader {
     if (!v) return required ? missing(key) : Status::success();
     return read_int(*v, at(key), out);
   }
+  // An optional integer field: out keeps nullopt when the key is absent.
+  Status get_optional_int(const std::string& key, std::optional<int64_t>& out) {
+    const json* v = find(key);
+    if (!v) return Status::success();
+    int64_t x = 0;
+    RIME_RETURN_IF_ERROR(read_int(*v, at(key), x));
+    out = x;
+    return Status::success();
+  }
   Status get_bool(const std::string& key, bool& out) {
     const json* v = find(key);
     if (!v) return Status::success();
@@ -215,24 +224,11 @@ Status read_attributes(const json& j, const std::string& ptr, SdpaAttributes& a)
     return json_error(r.at("alignment"),
                       fmt::format("unknown alignment {} (expected top_left or bottom_right)",
                                   json_checked::quoted(alignment)));
-  int64_t x = 0;
-  if (r.find("window_left")) {
-    RIME_RETURN_IF_ERROR(r.get_int("window_left", x));
-    a.window_left = x;
-  }
-  if (r.find("band_right")) {
-    RIME_RETURN_IF_ERROR(r.get_int("band_right", x));
-    a.band_right = x;
-  }
+  RIME_RETURN_IF_ERROR(r.get_optional_int("window_left", a.window_left));
+  RIME_RETURN_IF_ERROR(r.get_optional_int("band_right", a.band_right));
   RIME_RETURN_IF_ERROR(r.get_bool("padding_mask", a.padding_mask));
-  if (r.find("max_seqlen_q")) {
-    RIME_RETURN_IF_ERROR(r.get_int("max_seqlen_q", x));
-    a.max_seqlen_q = x;
-  }
-  if (r.find("max_seqlen_kv")) {
-    RIME_RETURN_IF_ERROR(r.get_int("max_seqlen_kv", x));
-    a.max_seqlen_kv = x;
-  }
+  RIME_RETURN_IF_ERROR(r.get_optional_int("max_seqlen_q", a.max_seqlen_q));
+  RIME_RETURN_IF_ERROR(r.get_optional_int("max_seqlen_kv", a.max_seqlen_kv));
   return r.finish();
 }
 
