@@ -36,7 +36,8 @@ struct Plan::State {
   std::vector<CUfunction> functions;  // one per stage once prepared
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
-  IndexChecker checker;  // the checked-indices kernel, loaded on the first checked execute
+  // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
+  mutable IndexChecker checker;
 };
 
 namespace {
@@ -264,7 +265,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
 
 Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
                      const ExecuteOptions& options) const {
-  State& s = *state_;
+  const State& s = *state_;
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
   RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
