@@ -359,35 +359,34 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
     return static_cast<int64_t>(reference::load_element(DataType::INT32, in.tensors.at(t.uid).data(), b));
   };
   expect_checked_pass(plan.value(), good);
-  auto expect = [&](const testing::TrialInputs& bad, const std::string& text) {
-    expect_checked_refusal(plan.value(), bad, text);
-  };
   // Offsets going backwards: sequence 3's tokens [cu[3], cu[3] - 1).
   {
     testing::TrialInputs bad = good;
     const int64_t c3 = cu(good, cu_q, 3);
     reference::store_element(DataType::INT32, at(bad, cu_q), 4, static_cast<double>(c3 - 1));
-    expect(bad, fmt::format("checked indices: sequence 3: cu_seqlens_q[3] = {}, cu_seqlens_q[4] = {} (must hold "
-                            "0 <= cu_seqlens_q[3] <= cu_seqlens_q[4] <= T_q = 6000 and a length of at most "
-                            "max_seqlen_q = 2048)",
-                            c3, c3 - 1));
+    expect_checked_refusal(plan.value(), bad,
+                           fmt::format("checked indices: sequence 3: cu_seqlens_q[3] = {}, cu_seqlens_q[4] = {} (must "
+                                       "hold 0 <= cu_seqlens_q[3] <= cu_seqlens_q[4] <= T_q = 6000 and a length of at "
+                                       "most max_seqlen_q = 2048)",
+                                       c3, c3 - 1));
   }
   // The last sequence's end past the tokens, and a sequence longer than max_seqlen_kv.
   {
     testing::TrialInputs bad = good;
     reference::store_element(DataType::INT32, at(bad, cu_kv), 6, 6001);
-    expect(bad, fmt::format("cu_seqlens_kv[5] = {}, cu_seqlens_kv[6] = 6001", cu(good, cu_kv, 5)));
+    expect_checked_refusal(plan.value(), bad,
+                           fmt::format("cu_seqlens_kv[5] = {}, cu_seqlens_kv[6] = 6001", cu(good, cu_kv, 5)));
     testing::TrialInputs longer = good;
     reference::store_element(DataType::INT32, at(longer, cu_kv), 0, 0);
     reference::store_element(DataType::INT32, at(longer, cu_kv), 1, 2049);
-    expect(longer, "sequence 0: ");
-    expect(longer, "cu_seqlens_kv[0] = 0, cu_seqlens_kv[1] = 2049");
+    expect_checked_refusal(plan.value(), longer, "sequence 0: ");
+    expect_checked_refusal(plan.value(), longer, "cu_seqlens_kv[0] = 0, cu_seqlens_kv[1] = 2049");
   }
   // A negative first offset.
   {
     testing::TrialInputs bad = good;
     reference::store_element(DataType::INT32, at(bad, cu_q), 0, -1);
-    expect(bad, "sequence 0: cu_seqlens_q[0] = -1");
+    expect_checked_refusal(plan.value(), bad, "sequence 0: cu_seqlens_q[0] = -1");
   }
 }
 
