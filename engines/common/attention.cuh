@@ -87,6 +87,22 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   }
 }
 
+// An empty chunk under split (past its sequence's keys, or more splits than tiles): the combine weighs a
+// partial row by exp(LSE - M) and selects 0 for LSE = -inf without reading what its O holds, so the CTA writes
+// its rows' LSE and leaves, before loading Q. With per-sequence lengths most CTAs of a long-tailed batch are
+// such chunks (B 64 lengths 1k-32k, split 32: 7700 of 16384); each used to load Q, wait, and write 2 KB of
+// zeros that the combine read back. Rows are those the epilogue writes (thread_rows' `exists`).
+template <int kTileQ, bool kRaggedQ>
+__device__ __forceinline__ void write_empty_chunk_lse(const SdpaParams& p, const BatchExtent& e, int b, int split,
+                                                      int h_kv, int row0, int tid, int threads) {
+  for (int r = tid; r < kTileQ; r += threads) {
+    const int pr = row0 + r;
+    if (pr >= p.packed_rows || (kRaggedQ && pr / p.group >= e.seq_q)) continue;
+    const int i = pr / p.group, h = h_kv * p.group + pr % p.group;
+    p.lse_partial[((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i] = neg_inf();
+  }
+}
+
 // The two rows a thread holds: packed rows `first` and first + 8 (GQA packs the `group` q heads of one kv head
 // into rows: packed row r is q row r / group of head h_kv * group + r % group), and their key bounds.
 struct ThreadRows {

@@ -165,6 +165,12 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   const int kv_limit = ext.kv_limit;
   int kt_begin, kt_end;
   kv_tile_range<kTileQ, kTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+  if constexpr (kSplit) {
+    if (kt_begin >= kt_end) {
+      write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, b, split, h_kv, row0, tid, kThreads);
+      return;
+    }
+  }
   // The two rows this thread holds in every accumulator: warp row g and g + 8.
   const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + warp * 16 + g, h_kv);
 
