@@ -396,6 +396,14 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
 // boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
 // dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
 // on one engine, they must write identical bytes.
+// The Q dtype of an FP8 draw of the paged and ragged tests: the FP8 type itself, or in a third of the draws a
+// BF16 or FP16 Q over the FP8 K/V cache (q16_over_fp8_kv), from a generator seeded apart from the draw's.
+static DataType q16_over_fp8_choice(uint64_t seed, DataType fp8_type) {
+  std::mt19937_64 rng(seed);
+  const int c = static_cast<int>(std::uniform_int_distribution<int>(0, 5)(rng));
+  return c == 0 ? DataType::BF16 : c == 1 ? DataType::FP16 : fp8_type;
+}
+
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
@@ -414,9 +422,12 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     const bool token_major_pages = pick({0, 1}) == 1;
     const int mask = static_cast<int>(pick({0, 1, 2}));
     const int split = static_cast<int>(pick({1, 2, 8}));
-    const std::string what = fmt::format("draw {}: {} B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}",
-                                         i, to_string(in), B, H_q, H_kv, S_q, D, max_pages, page, num_pages,
-                                         token_major_pages ? "NHD" : "HND", mask, split);
+    // A third of the FP8 draws read the FP8 cache with a 16-bit Q (decided by a generator of its own, so that the
+    // draws above stay what they were).
+    const DataType q_type = fp8 ? q16_over_fp8_choice(31500 + i, in) : in;
+    const std::string what = fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}",
+                                         i, to_string(in), to_string(q_type), B, H_q, H_kv, S_q, D, max_pages, page,
+                                         num_pages, token_major_pages ? "NHD" : "HND", mask, split);
     INFO(what);
     auto build = [&](bool paged) {
       Graph g(paged ? "paged" : "dense");
@@ -430,7 +441,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
       const int64_t S_kv = max_pages * page;
       std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
       if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
-      const int64_t q = add("Q", {B, H_q, S_q, D}, in);
+      const int64_t q = add("Q", {B, H_q, S_q, D}, q_type);
       const int64_t k = paged ? add("K", pool_dims, in, false, pool_strides) : add("K", {B, H_kv, S_kv, D}, in);
       const int64_t v = paged ? add("V", pool_dims, in, false, pool_strides) : add("V", {B, H_kv, S_kv, D}, in);
       const int64_t o = add("O", {B, H_q, S_q, D}, fp8 ? DataType::BF16 : in, true);
@@ -534,10 +545,11 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     const bool head_major = pick({0, 0, 1}) == 1;
     const int mask = static_cast<int>(pick({0, 1, 1, 2}));
     const int split = static_cast<int>(pick({1, 1, 2, 8}));
+    const DataType q_type = fp8 ? q16_over_fp8_choice(52500 + i, in) : in;
     const std::string what =
-        fmt::format("draw {}: {} mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}", i,
-                    to_string(in), mode, B, H_q, H_kv, max_q, max_kv, T_q, T_kv, D, head_major ? "HTD" : "THD", mask,
-                    split);
+        fmt::format("draw {}: {} (Q {}) mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}",
+                    i, to_string(in), to_string(q_type), mode, B, H_q, H_kv, max_q, max_kv, T_q, T_kv, D,
+                    head_major ? "HTD" : "THD", mask, split);
     INFO(what);
     whats.push_back(what);
     Graph g("ragged");
@@ -555,7 +567,8 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     if (mask == 2) a.window_left = 40;
     if (ragged_q) a.max_seqlen_q = max_q;
     if (ragged_kv) a.max_seqlen_kv = max_kv;
-    const int64_t q = ragged_q ? token_tensor("Q", H_q, T_q, D, in, false) : add("Q", {B, H_q, max_q, D}, in);
+    const int64_t q =
+        ragged_q ? token_tensor("Q", H_q, T_q, D, q_type, false) : add("Q", {B, H_q, max_q, D}, q_type);
     int64_t k = 0, v = 0;
     if (ragged_kv) {
       k = token_tensor("K", H_kv, T_kv, D, in, false);
@@ -661,9 +674,8 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
 
 // A FP16/BF16 Q over FP8 K/V (sdpa_fp8 reading an FP8 cache), on its own draws: E4M3 and E5M2 K/V, decode and
 // prefill, GQA, D 64 / 128, per-sequence lengths, masks, split pinned, a 16-bit O; each against the CPU reference.
-// Hidden ([.q16]) while sdpa_fp8_sm89 declines these graphs (row field q16_over_fp8_kv): run it by name when the
-// field is flipped (docs/serving.md), then drop the dot.
-TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][.q16]") {
+// The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
+TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
   const char* draws_env = std::getenv("RIME_GPU_Q16_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
   std::vector<Graph> graphs;
