@@ -1,6 +1,7 @@
 // Host side of the sdpa_sm90_ws engine (engines/sdpa_sm90/kernel.cuh): rows sdpa_fp8_sm90 and sdpa_f16_sm90.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/sdpa_params.hpp"
@@ -108,7 +109,9 @@ class SdpaSm90Ws final : public Engine {
   Status fill_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out) const override {
     SdpaWsParams w{};
     w.p = sdpa_params(f, c, b);
-    const int rows = c.decision.tile.kv;
+    // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
+    // than a tile); the kernel issues a tile's boxes from its page ids.
+    const int rows = f.paged ? static_cast<int>(std::min<int64_t>(f.page_size, c.decision.tile.kv)) : c.decision.tile.kv;
     Status s = encode_map(w.k_map, f.k(), b.of(f, Role::K), rows, "cuTensorMapEncodeTiled(K)");
     if (!s.ok()) return s;
     s = encode_map(w.v_map, f.v(), b.of(f, Role::V), rows, "cuTensorMapEncodeTiled(V)");

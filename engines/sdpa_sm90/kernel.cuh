@@ -4,7 +4,8 @@
 // A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
 // other engines) and is three warpgroups:
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
-//     ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty, v_full); for FP8 all 128 threads
+//     ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty, v_full) (paged K/V: one box per
+//     page, the first warp's lanes loading the tile's page ids); for FP8 all 128 threads
 //     then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix), keys in P's
 //     register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is used
 //     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding,
@@ -336,40 +337,77 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     // length are zeroed below, as for any padded batch.
     constexpr bool kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
     const int kv_b = kRaggedKv ? 0 : b;
+    // Paged K/V: the maps are (d, slot, h, page) over the pools, boxes of min(page_size, kN) keys, and a tile is
+    // kN / box boxes, each from the page the table gives its first key. A box of >= 16 keys lands at a multiple
+    // of 16 rows of its sub-tile, a whole number of the swizzle's atoms (8 rows of 128 bytes, or of 64), so the
+    // stage is laid out as a dense tile's and the consumers read it the same way. A box whose first key is at
+    // or past the sequence's length (its page id may be anything: the contract covers only pages holding keys
+    // below seq_len_kv) reads page 0 instead, which exists: those keys are masked in S and V's rows past the
+    // length are zeroed below, as for any padded batch. The expected byte count of a stage is unchanged.
+    constexpr bool kPagedKv = (kFeatures & RIME_F_PAGED) != 0;
+    constexpr int kMaxBoxes = kPagedKv ? kN / 16 : 1;
+    static_assert(kMaxBoxes <= 32, "a lane of the issuing warp holds one box's page id");
+    const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_ws::log2_floor(kN)) : 0;
+    const int* page_row = kPagedKv ? p.page_table + i64(b) * p.page_table_stride : nullptr;
+    // Paged: the whole first warp issues; lane q loads box q's page id (all of a tile's ids in flight at once,
+    // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
+    // the boxes, taking each id by a shuffle. Dense: thread 0 alone.
+    const bool issues = kPagedKv ? ptid < 32 : issuer;
     auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
       const int s = stage_of(j);
       const unsigned ph = phase_of(j);
       const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
-      mbar_wait(&k_empty[s], ph ^ 1);
-      mbar_expect_tx(&k_full[s], kKBytes);
+      // A box's first slot is its first key's place in the page (0 unless the page is larger than the tile); a
+      // box at or past the length reads slot 0 of page 0.
+      auto box_used = [&](int q) { return (q << box_log2) < kN && key0 + (q << box_log2) < ext.kv_limit; };
+      int lane_page = 0;
+      if constexpr (kPagedKv) {
+        if (ptid < kMaxBoxes && box_used(ptid)) lane_page = __ldg(page_row + ((key0 + (ptid << box_log2)) >> p.page_size_log2));
+      }
+      auto load = [&](u8* stage, const RimeTensorMap* map, int subs, int row, u64* bar) {
+        if constexpr (kPagedKv) {
+          const int slot_mask = (1 << p.page_size_log2) - 1;
 #pragma unroll
-      for (int c = 0; c < kSubs; ++c)
-        tma_load_4d(sK + s * kSmem.k_stage_bytes + c * kN * kRow, &params.k_map, c * (kRow / kEB), key0, h_kv, kv_b,
-                    &k_full[s]);
+          for (int q = 0; q < kMaxBoxes; ++q) {
+            if ((q << box_log2) >= kN) break;  // uniform across the warp
+            const int page = __shfl_sync(0xffffffffu, lane_page, q);
+            if (issuer) {
+              const int slot = box_used(q) ? (key0 + (q << box_log2)) & slot_mask : 0;
+#pragma unroll
+              for (int c = 0; c < subs; ++c)
+                tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kEB), slot, h_kv, page, bar);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < subs; ++c)
+            tma_load_4d(stage + c * kN * row, map, c * (row / kEB), key0, h_kv, kv_b, bar);
+        }
+      };
+      mbar_wait(&k_empty[s], ph ^ 1);
+      if (issuer) mbar_expect_tx(&k_full[s], kKBytes);
+      load(sK + s * kSmem.k_stage_bytes, &params.k_map, kSubs, kRow, &k_full[s]);
       // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
       // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
       if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
-      mbar_expect_tx(&v_full[s], kVBytes);
-#pragma unroll
-      for (int c = 0; c < kSubsV; ++c)
-        tma_load_4d(sV + s * kSmem.v_stage_bytes + c * kN * kRowV, &params.v_map, c * (kRowV / kEB), key0, h_kv, kv_b,
-                    &v_full[s]);
+      if (issuer) mbar_expect_tx(&v_full[s], kVBytes);
+      load(sV + s * kSmem.v_stage_bytes, &params.v_map, kSubsV, kRowV, &v_full[s]);
     };
     if constexpr (kVDirect) {
       // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
-      if (issuer)
+      if (issues)
         for (int j = 0; j < n_tiles; ++j) issue(j);
       return;
     }
     // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
     // stage a load overwrites is that of the tile transposed in the previous iteration).
     constexpr int kAhead = kStages - 1;
-    if (issuer)
+    if (issues)
       for (int j = 0; j < kAhead && j < n_tiles; ++j) issue(j);
     for (int j = 0; j < n_tiles; ++j) {
       const int s = stage_of(j);
       const unsigned ph = phase_of(j);
-      if (issuer && j + kAhead < n_tiles) issue(j + kAhead);
+      if (issues && j + kAhead < n_tiles) issue(j + kAhead);
       mbar_wait(&v_full[s], ph);
       const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
       if constexpr (kFp8) {

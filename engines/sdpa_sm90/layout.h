@@ -27,6 +27,9 @@ RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) {
   return d == 256 ? 64 : elem_bytes == 1 && d == 64 ? 256 : 128;
 }
 
+// floor(log2(x)) for x >= 1: a paged tile's box is min(page_size, tile_kv) keys, both powers of two.
+RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor(x / 2) : 0; }
+
 // The width of a shared-memory sub-tile row and its swizzle: operands are stored as sub-tiles of rows of
 // `row_bytes`, the TMA box width: 128 when the operand's rows are a multiple of 128 bytes, else 64 (FP8 D 64, and
 // FP8 D_qk 192: three 64-byte sub-tiles).
