@@ -390,12 +390,6 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
   }
 }
 
-// Paged K/V (role page_table) on its own draws: FP8 and BF16, decode (S_q 1-4) and short prefill, GQA, D 64 / 128,
-// page sizes 16 / 64 / 256, pools stored [num_pages, page_size, H_kv, D] or [num_pages, H_kv, page_size, D],
-// shuffled pages (shared between sequences when the pool is smaller than B x max_pages), lengths 0, full, page
-// boundaries +-1 (make_inputs), masks, split pinned. Each draw runs against the CPU reference, and against the
-// dense plan of the same graph on K/V gathered through the page table with the same pinned split: when both run
-// on one engine, they must write identical bytes.
 // The Q dtype of an FP8 draw of the paged and ragged tests: the FP8 type itself, or in a third of the draws a
 // BF16 or FP16 Q over the FP8 K/V cache (q16_over_fp8_kv), from a generator seeded apart from the draw's.
 static DataType q16_over_fp8_choice(uint64_t seed, DataType fp8_type) {
@@ -404,105 +398,182 @@ static DataType q16_over_fp8_choice(uint64_t seed, DataType fp8_type) {
   return c == 0 ? DataType::BF16 : c == 1 ? DataType::FP16 : fp8_type;
 }
 
+// One paged draw: the paged graph and its dense twin (K/V [B, H_kv, max_pages x page, D] gathered through the
+// table), both with Stats, per-sequence lengths and the same pinned split.
+struct PagedDraw {
+  DataType in = DataType::FP8_E4M3, q_type = DataType::FP8_E4M3;  // K/V, and Q (a 16-bit Q over FP8 K/V)
+  int64_t B = 1, H_kv = 1, group = 1, S_q = 1, D = 128, page = 16, max_pages = 1, num_pages = 1;
+  bool token_major_pages = false;  // pools stored [num_pages, page_size, H_kv, D]
+  int mask = 0;                    // 0 none, 1 causal bottom-right, 2 and a window of 40
+  int split = 1;
+  std::string what(int i) const {
+    return fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}", i,
+                       to_string(in), to_string(q_type), B, H_kv * group, H_kv, S_q, D, max_pages, page, num_pages,
+                       token_major_pages ? "NHD" : "HND", mask, split);
+  }
+  Graph build(bool paged) const {
+    const bool fp8 = in == DataType::FP8_E4M3 || in == DataType::FP8_E5M2;
+    const int64_t H_q = H_kv * group;
+    Graph g(paged ? "paged" : "dense");
+    test::TensorAdder add{g};
+    SdpaAttributes a;
+    a.padding_mask = true;
+    a.generate_stats = true;
+    a.split_kv = split;
+    if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
+    if (mask == 2) a.window_left = 40;
+    const int64_t S_kv = max_pages * page;
+    std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
+    if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
+    const int64_t q = add("Q", {B, H_q, S_q, D}, q_type);
+    const int64_t k = paged ? add("K", pool_dims, in, false, pool_strides) : add("K", {B, H_kv, S_kv, D}, in);
+    const int64_t v = paged ? add("V", pool_dims, in, false, pool_strides) : add("V", {B, H_kv, S_kv, D}, in);
+    const int64_t o = add("O", {B, H_q, S_q, D}, fp8 ? DataType::BF16 : in, true);
+    const int64_t stats = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
+    const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
+    // The table takes a uid of its own, so that every other tensor has the same uid in both graphs (the dense
+    // run reuses the paged run's inputs).
+    std::optional<int64_t> table;
+    if (paged)
+      table = g.add_tensor({"page_table", 100, {B, max_pages}, TensorDesc::packed_strides({B, max_pages}),
+                            DataType::INT32, false});
+    if (fp8) {
+      SdpaFp8Operands io;
+      io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+      io.page_table = table;
+      test::add_fp8_scalars(add, io);
+      REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+    } else {
+      SdpaOperands io;
+      io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
+      io.page_table = table;
+      REQUIRE(g.sdpa(io, a, "attn").ok());
+    }
+    return g;
+  }
+};
+
+struct PagedTally {
+  int run = 0, passed = 0, same_engine = 0, identical = 0;
+  std::map<std::string, int> engines;  // the paged plans' engines
+};
+
+// Runs draw i against the CPU reference and the dense twin on K/V gathered through the page table; when both
+// plans run on one engine, their O must be the same bytes. only_engine: skip draws planned elsewhere.
+static void run_paged_draw(const PagedDraw& d, int i, uint64_t seed, PagedTally& tally,
+                           const char* only_engine = nullptr) {
+  INFO(d.what(i));
+  const Graph paged = d.build(true), dense = d.build(false);
+  Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
+  INFO(pp.status().to_string() << " / " << dp.status().to_string());
+  REQUIRE(pp.ok());
+  REQUIRE(dp.ok());
+  const std::string &pe = pp->config().derived.engine, &de = dp->config().derived.engine;
+  if (only_engine && pe != only_engine) return;
+  ++tally.run;
+  ++tally.engines[pe];
+  const testing::TrialInputs pin = testing::make_inputs(paged, seed);
+  int64_t gathered = 0;
+  const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
+  REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
+  testing::TrialOptions opt;
+  Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, opt);
+  Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, opt);
+  REQUIRE(pr.ok());
+  REQUIRE(dr.ok());
+  std::string failures;
+  for (const auto& f : pr->failures) failures += "\n  " + f;
+  INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
+  CHECK(pr->passed);
+  CHECK(dr->passed);
+  tally.passed += pr->passed;
+  // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
+  // route to another engine (a row that serves the dense graph and declines the paged one): then both only
+  // have to pass the reference, as checked above.
+  INFO("engines: paged " << pe << ", dense " << de);
+  if (pe == de) {
+    const int64_t o_uid = paged.operand(Role::O)->uid;
+    const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
+    CHECK(same);
+    tally.identical += same;
+    ++tally.same_engine;
+  }
+}
+
+static std::string engines_line(const std::map<std::string, int>& engines) {
+  std::string line;
+  for (const auto& [name, count] : engines) line += fmt::format("{}{} {}", line.empty() ? "" : " ", name, count);
+  return line;
+}
+
+// Paged K/V (role page_table) on its own draws: FP8 and BF16 (a third of the FP8 draws with a 16-bit Q), decode
+// (S_q 1-4) and short prefill, GQA, D 64 / 128, page sizes 16 / 64 / 256, pools stored [num_pages, page_size,
+// H_kv, D] or [num_pages, H_kv, page_size, D], shuffled pages (shared between sequences when the pool is smaller
+// than B x max_pages), lengths 0, full, page boundaries +-1 (make_inputs), masks, split pinned. Each draw runs
+// against the CPU reference, and against the dense plan of the same graph on K/V gathered through the page table
+// with the same pinned split: when both run on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
   const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
-  int passed = 0, identical = 0, same_engine = 0;
+  PagedTally tally;
   for (int i = 0; i < n; ++i) {
     std::mt19937_64 rng(31000 + i);
     auto pick = [&](std::initializer_list<int64_t> v) {
       return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
     };
+    PagedDraw d;
     const bool fp8 = pick({0, 1}) == 1;
-    const DataType in = fp8 ? DataType::FP8_E4M3 : DataType::BF16;
-    const int64_t B = pick({1, 3, 5}), H_kv = pick({1, 2}), group = pick({1, 4, 8}), H_q = H_kv * group;
-    const int64_t S_q = pick({1, 1, 2, 4, 100}), D = pick({64, 128, 128});
-    const int64_t page = pick({16, 64, 256}), max_pages = pick({1, 3, 8, 20});
-    const int64_t num_pages = pick({0, 1}) ? B * max_pages : B * max_pages / 2 + 1;
-    const bool token_major_pages = pick({0, 1}) == 1;
-    const int mask = static_cast<int>(pick({0, 1, 2}));
-    const int split = static_cast<int>(pick({1, 2, 8}));
-    // A third of the FP8 draws read the FP8 cache with a 16-bit Q (decided by a generator of its own, so that the
-    // draws above stay what they were).
-    const DataType q_type = fp8 ? q16_over_fp8_choice(31500 + i, in) : in;
-    const std::string what = fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}",
-                                         i, to_string(in), to_string(q_type), B, H_q, H_kv, S_q, D, max_pages, page,
-                                         num_pages, token_major_pages ? "NHD" : "HND", mask, split);
-    INFO(what);
-    auto build = [&](bool paged) {
-      Graph g(paged ? "paged" : "dense");
-      test::TensorAdder add{g};
-      SdpaAttributes a;
-      a.padding_mask = true;
-      a.generate_stats = true;
-      a.split_kv = split;
-      if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
-      if (mask == 2) a.window_left = 40;
-      const int64_t S_kv = max_pages * page;
-      std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
-      if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
-      const int64_t q = add("Q", {B, H_q, S_q, D}, q_type);
-      const int64_t k = paged ? add("K", pool_dims, in, false, pool_strides) : add("K", {B, H_kv, S_kv, D}, in);
-      const int64_t v = paged ? add("V", pool_dims, in, false, pool_strides) : add("V", {B, H_kv, S_kv, D}, in);
-      const int64_t o = add("O", {B, H_q, S_q, D}, fp8 ? DataType::BF16 : in, true);
-      const int64_t stats = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
-      const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
-      // The table takes a uid of its own, so that every other tensor has the same uid in both graphs (the dense
-      // run reuses the paged run's inputs).
-      std::optional<int64_t> table;
-      if (paged)
-        table = g.add_tensor({"page_table", 100, {B, max_pages}, TensorDesc::packed_strides({B, max_pages}),
-                              DataType::INT32, false});
-      if (fp8) {
-        SdpaFp8Operands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
-        io.page_table = table;
-        test::add_fp8_scalars(add, io);
-        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
-      } else {
-        SdpaOperands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
-        io.page_table = table;
-        REQUIRE(g.sdpa(io, a, "attn").ok());
-      }
-      return g;
-    };
-    const Graph paged = build(true), dense = build(false);
-    Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
-    INFO(pp.status().to_string() << " / " << dp.status().to_string());
-    REQUIRE(pp.ok());
-    REQUIRE(dp.ok());
-    const testing::TrialInputs pin = testing::make_inputs(paged, 41000 + i);
-    int64_t gathered = 0;
-    const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
-    REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
-    testing::TrialOptions opt;
-    Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, opt);
-    Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, opt);
-    REQUIRE(pr.ok());
-    REQUIRE(dr.ok());
-    std::string failures;
-    for (const auto& f : pr->failures) failures += "\n  " + f;
-    INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
-    CHECK(pr->passed);
-    CHECK(dr->passed);
-    passed += pr->passed;
-    // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
-    // route to another engine (a prefill the Hopper rows serve densely but decline paged): then both only have
-    // to pass the reference, as checked above.
-    const std::string &pe = pp->config().derived.engine, &de = dp->config().derived.engine;
-    INFO("engines: paged " << pe << ", dense " << de);
-    if (pe == de) {
-      const int64_t o_uid = paged.operand(Role::O)->uid;
-      const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
-      CHECK(same);
-      identical += same;
-      ++same_engine;
-    }
+    d.in = fp8 ? DataType::FP8_E4M3 : DataType::BF16;
+    d.B = pick({1, 3, 5}), d.H_kv = pick({1, 2}), d.group = pick({1, 4, 8});
+    d.S_q = pick({1, 1, 2, 4, 100}), d.D = pick({64, 128, 128});
+    d.page = pick({16, 64, 256}), d.max_pages = pick({1, 3, 8, 20});
+    d.num_pages = pick({0, 1}) ? d.B * d.max_pages : d.B * d.max_pages / 2 + 1;
+    d.token_major_pages = pick({0, 1}) == 1;
+    d.mask = static_cast<int>(pick({0, 1, 2}));
+    d.split = static_cast<int>(pick({1, 2, 8}));
+    // Decided by a generator of its own, so that the draws above stay what they were.
+    d.q_type = fp8 ? q16_over_fp8_choice(31500 + i, d.in) : d.in;
+    run_paged_draw(d, i, 41000 + i, tally);
   }
   fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
-             "byte-identical to it\n",
-             n, passed, same_engine, identical);
+             "byte-identical to it (engines: {})\n",
+             n, tally.passed, tally.same_engine, tally.identical, engines_line(tally.engines));
+}
+
+// Paged K/V on the warp-specialized Hopper engine (TMA boxes of one page each): draws it serves (at least 64
+// packed rows, D 64 / 128 / 256, FP8 E4M3 / E5M2 and BF16 / FP16), page sizes 16 to 256 (a page
+// smaller, equal to and larger than the KV tile), both pool layouts, shuffled pages, masks, split. Against the
+// reference and byte-identical to the dense plan on the same engine. Hidden ([.ws_paged]) while the Hopper rows
+// decline paged graphs (row field paged_kv): run by name with the field flipped, then drop the dot.
+TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][.ws_paged]") {
+  const char* draws_env = std::getenv("RIME_GPU_WS_PAGED_DRAWS");
+  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 32;
+  PagedTally tally;
+  for (int i = 0; i < n; ++i) {
+    std::mt19937_64 rng(33000 + i);
+    auto pick = [&](std::initializer_list<int64_t> v) {
+      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+    };
+    PagedDraw d;
+    d.in = static_cast<DataType>(pick({static_cast<int64_t>(DataType::FP8_E4M3), static_cast<int64_t>(DataType::FP8_E4M3),
+                                       static_cast<int64_t>(DataType::FP8_E5M2), static_cast<int64_t>(DataType::BF16),
+                                       static_cast<int64_t>(DataType::FP16)}));
+    d.q_type = d.in;
+    d.B = pick({1, 2, 3}), d.H_kv = pick({1, 2}), d.group = pick({1, 4, 8});
+    d.S_q = pick({64, 100, 200}) / d.group + pick({0, 7});  // at least 64 / group queries: 64 packed rows or more
+    if (d.S_q * d.group < 64) d.S_q = (64 + d.group - 1) / d.group;
+    d.D = pick({64, 128, 128, 256});
+    d.page = pick({16, 32, 64, 128, 256}), d.max_pages = std::max<int64_t>(1, pick({200, 600, 1500}) / d.page);
+    d.num_pages = pick({0, 1}) ? d.B * d.max_pages : d.B * d.max_pages / 2 + 1;
+    d.token_major_pages = pick({0, 1}) == 1;
+    d.mask = static_cast<int>(pick({0, 1, 2}));
+    d.split = static_cast<int>(pick({1, 1, 2, 8}));
+    run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90_ws");
+  }
+  fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
+             "the dense plan's engine, {} of them byte-identical to it\n",
+             n, tally.run, tally.passed, tally.same_engine, tally.identical);
+  CHECK(tally.run == n);  // every draw is one the engine serves
 }
 
 // Ragged (THD) batches on their own draws: FP8 and BF16/FP16, both sides ragged (prefill), a ragged Q over
