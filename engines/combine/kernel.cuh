@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams 
 #pragma unroll
         for (int c = 0; c < kPairs; ++c) {
           // A select, not a product, for an empty split (w == 0): 0 * (anything it holds) must not reach O; an
-          // empty chunk writes only its LSE (write_empty_chunk_lse), its O slot holds whatever was there.
+          // empty chunk of the mma.sync engine writes only its LSE (write_empty_chunk_lse), its O slot holds
+          // whatever was there.
           acc[c][0] += w != 0.f ? w * v[u][c].x : 0.f;
           acc[c][1] += w != 0.f ? w * v[u][c].y : 0.f;
         }

@@ -88,9 +88,9 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
 }
 
 // An empty chunk under split (past its sequence's keys, or more splits than tiles): the combine weighs a
-// partial row by exp(LSE - M) and selects 0 for LSE = -inf without reading what its O holds, so the CTA writes
+// partial row by exp(LSE - M) and selects 0 for LSE = -inf whatever its O slot holds, so the CTA writes
 // its rows' LSE and leaves, before loading Q. With per-sequence lengths most CTAs of a long-tailed batch are
-// such chunks (B 64 lengths 1k-32k, split 32: 7700 of 16384); each used to load Q, wait, and write 2 KB of
+// such chunks (B 64 lengths 1k-32k, split 32: about 7700 of 16384); each used to load Q, wait, and write 2 KB of
 // zeros that the combine read back. Rows are those the epilogue writes (thread_rows' `exists`).
 template <int kTileQ, bool kRaggedQ>
 __device__ __forceinline__ void write_empty_chunk_lse(const SdpaParams& p, const BatchExtent& e, int b, int split,
