@@ -390,6 +390,33 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
   }
 }
 
+// The draw count of a random GPU test: the environment variable `name` when set (at least 1), else `fallback`.
+static int draws_from_env(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::max(1, std::atoi(v)) : fallback;
+}
+
+// One of a list of values, uniformly, from a draw's own generator.
+struct Picker {
+  std::mt19937_64 rng;
+  explicit Picker(uint64_t seed) : rng(seed) {}
+  int64_t operator()(std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  }
+};
+
+// The attributes the random draws share: per-sequence lengths (padding), Stats, the pinned split, and mask 0
+// (none), 1 (causal, bottom-right) or 2 (causal with a window of `window` keys).
+static SdpaAttributes draw_attributes(bool padding, int split, int mask, int window) {
+  SdpaAttributes a;
+  a.padding_mask = padding;
+  a.generate_stats = true;
+  a.split_kv = split;
+  if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
+  if (mask == 2) a.window_left = window;
+  return a;
+}
+
 // The Q dtype of an FP8 draw of the paged and ragged tests: the FP8 type itself, or in a third of the draws a
 // BF16 or FP16 Q over the FP8 K/V cache (q16_over_fp8_kv), from a generator seeded apart from the draw's.
 static DataType q16_over_fp8_choice(uint64_t seed, DataType fp8_type) {
@@ -416,12 +443,7 @@ struct PagedDraw {
     const int64_t H_q = H_kv * group;
     Graph g(paged ? "paged" : "dense");
     test::TensorAdder add{g};
-    SdpaAttributes a;
-    a.padding_mask = true;
-    a.generate_stats = true;
-    a.split_kv = split;
-    if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
-    if (mask == 2) a.window_left = 40;
+    const SdpaAttributes a = draw_attributes(true, split, mask, 40);
     const int64_t S_kv = max_pages * page;
     std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
     if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
@@ -513,14 +535,10 @@ static std::string engines_line(const std::map<std::string, int>& engines) {
 // against the CPU reference, and against the dense plan of the same graph on K/V gathered through the page table
 // with the same pinned split: when both run on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
-  const char* draws_env = std::getenv("RIME_GPU_PAGED_DRAWS");
-  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
+  const int n = draws_from_env("RIME_GPU_PAGED_DRAWS", 40);
   PagedTally tally;
   for (int i = 0; i < n; ++i) {
-    std::mt19937_64 rng(31000 + i);
-    auto pick = [&](std::initializer_list<int64_t> v) {
-      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
-    };
+    Picker pick(31000 + i);
     PagedDraw d;
     const bool fp8 = pick({0, 1}) == 1;
     d.in = fp8 ? DataType::FP8_E4M3 : DataType::BF16;
@@ -546,14 +564,10 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 // reference and byte-identical to the dense plan on the same engine. Hidden ([.ws_paged]) while the Hopper rows
 // decline paged graphs (row field paged_kv): run by name with the field flipped, then drop the dot.
 TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][.ws_paged]") {
-  const char* draws_env = std::getenv("RIME_GPU_WS_PAGED_DRAWS");
-  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 32;
+  const int n = draws_from_env("RIME_GPU_WS_PAGED_DRAWS", 32);
   PagedTally tally;
   for (int i = 0; i < n; ++i) {
-    std::mt19937_64 rng(33000 + i);
-    auto pick = [&](std::initializer_list<int64_t> v) {
-      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
-    };
+    Picker pick(33000 + i);
     PagedDraw d;
     d.in = static_cast<DataType>(pick({static_cast<int64_t>(DataType::FP8_E4M3), static_cast<int64_t>(DataType::FP8_E4M3),
                                        static_cast<int64_t>(DataType::FP8_E5M2), static_cast<int64_t>(DataType::BF16),
@@ -584,16 +598,12 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][.ws_paged]") {
 // tests/ragged_twin.hpp) with the same pinned split: on one engine, O and Stats must be the same bytes at every
 // sequence's rows.
 TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu][ragged]") {
-  const char* draws_env = std::getenv("RIME_GPU_RAGGED_DRAWS");
-  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 48;
+  const int n = draws_from_env("RIME_GPU_RAGGED_DRAWS", 48);
   // Drawn first, then every plan built on all threads (the compiles dominate), then run.
   std::vector<Graph> graphs;  // draw i's ragged graph at 2 i, its padded twin at 2 i + 1
   std::vector<std::string> whats;
   for (int i = 0; i < n; ++i) {
-    std::mt19937_64 rng(52000 + i);
-    auto pick = [&](std::initializer_list<int64_t> v) {
-      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
-    };
+    Picker pick(52000 + i);
     // 0: Q and K/V ragged; 1: ragged Q over padded K/V; 2: ragged K/V under a padded Q; 3: ragged Q, paged K/V.
     const int mode = static_cast<int>(pick({0, 0, 0, 1, 2, 3}));
     const DataType in = static_cast<DataType>(pick({static_cast<int64_t>(DataType::FP8_E4M3),
@@ -630,12 +640,7 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
                                                       : std::vector<int64_t>{t * h * d, d, h * d, 1};
       return add(name, {1, h, t, d}, type, output, strides);
     };
-    SdpaAttributes a;
-    a.padding_mask = true;
-    a.generate_stats = true;
-    a.split_kv = split;
-    if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
-    if (mask == 2) a.window_left = 40;
+    SdpaAttributes a = draw_attributes(true, split, mask, 40);
     if (ragged_q) a.max_seqlen_q = max_q;
     if (ragged_kv) a.max_seqlen_kv = max_kv;
     const int64_t q =
@@ -747,15 +752,11 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
 // prefill, GQA, D 64 / 128, per-sequence lengths, masks, split pinned, a 16-bit O; each against the CPU reference.
 // The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
 TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
-  const char* draws_env = std::getenv("RIME_GPU_Q16_DRAWS");
-  const int n = draws_env ? std::max(1, std::atoi(draws_env)) : 40;
+  const int n = draws_from_env("RIME_GPU_Q16_DRAWS", 40);
   std::vector<Graph> graphs;
   std::vector<std::string> whats;
   for (int i = 0; i < n; ++i) {
-    std::mt19937_64 rng(61000 + i);
-    auto pick = [&](std::initializer_list<int64_t> v) {
-      return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
-    };
+    Picker pick(61000 + i);
     const DataType q_type = pick({0, 1}) ? DataType::BF16 : DataType::FP16;
     const DataType kv_type = pick({0, 0, 1}) ? DataType::FP8_E5M2 : DataType::FP8_E4M3;
     const int64_t B = pick({1, 3}), H_kv = pick({1, 2}), group = pick({1, 4}), H_q = H_kv * group;
@@ -769,12 +770,7 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
                                 D, padding, mask, split));
     Graph g("q16_over_fp8");
     test::TensorAdder add{g};
-    SdpaAttributes a;
-    a.generate_stats = true;
-    a.split_kv = split;
-    a.padding_mask = padding;
-    if (mask >= 1) a.causal = true, a.alignment = DiagonalAlignment::BottomRight;
-    if (mask == 2) a.window_left = 100;
+    const SdpaAttributes a = draw_attributes(padding, split, mask, 100);
     SdpaFp8Operands io;
     io.q = add("Q", {B, H_q, S_q, D}, q_type);
     io.k = add("K", {B, H_kv, S_kv, D}, kv_type);
