@@ -5,7 +5,7 @@
 # oracle. Every step runs under a time limit, so that a hang costs its limit and not the session.
 # Expects the carried layout of docs/testing.md: .carry/bin (rime, rime_gpu_tests), .carry/lib (libfmt),
 # .carry/cache (pre-warmed), optionally .carry/whl (the cuDNN frontend wheel for the FP8 anchor).
-#   tools/device/gpu_check.sh OUTDIR [smoke|tests|edge|memcheck|racecheck|synccheck|bench|ab|overhead|oracle]...
+#   tools/device/gpu_check.sh OUTDIR [smoke|tests|edge|memcheck|racecheck|synccheck|ws_paged|bench|ab|overhead|oracle]...
 # ab: tools/bench/ab.sh over .carry/bin/rime followed by every other .carry/bin/rime_* (kernel versions built
 # here), RIME_AB_ROUNDS rounds (3) on the graphs of RIME_AB_GLOB (the prefill rows).
 set -uo pipefail
@@ -39,6 +39,16 @@ for step in $steps; do
         RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90_ws \
           timeout 500 compute-sanitizer --tool "$step" --print-limit 5 "$tests" "$filter" 2>&1
       done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;
+    # A hidden test against a test binary built with rows flipped (tools/device/flipped_rows_tests.sh ws_paged
+    # paged_kv sdpa_fp8_sm90 sdpa_f16_sm90): every draw, then memcheck, racecheck and synccheck on a few.
+    ws_paged)
+      flipped=$root/.carry/bin/rime_gpu_tests_ws_paged
+      [ -x "$flipped" ] || { echo "ws_paged: no $flipped (build it with tools/device/flipped_rows_tests.sh)"; continue; }
+      timeout 300 "$flipped" "[.ws_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
+      for tool in memcheck racecheck synccheck; do
+        RIME_GPU_WS_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$flipped" "[.ws_paged]" 2>&1 |
+          tee "$out/ws_paged_$tool.log" | grep -E "SUMMARY" | sed "s/^/$tool: /"
+      done ;;
     bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
     ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$root/.carry/bin/rime" \
           $(ls "$root"/.carry/bin/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
