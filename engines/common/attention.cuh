@@ -87,6 +87,11 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   }
 }
 
+// Row i of q head h, batch b, in split `split`'s fp32 partials ([split][B][H_q][S_q], as the combine reads them).
+__device__ __forceinline__ i64 partial_row(const SdpaParams& p, int split, int b, int h, int i) {
+  return ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
+}
+
 // An empty chunk under split (past its sequence's keys, or more splits than tiles): the combine weighs a
 // partial row by exp(LSE - M) and selects 0 for LSE = -inf whatever its O slot holds, so the CTA writes
 // its rows' LSE and leaves, before loading Q. With per-sequence lengths most CTAs of a long-tailed batch are
@@ -99,7 +104,7 @@ __device__ __forceinline__ void write_empty_chunk_lse(const SdpaParams& p, const
     const int pr = row0 + r;
     if (pr >= p.packed_rows || (kRaggedQ && pr / p.group >= e.seq_q)) continue;
     const int i = pr / p.group, h = h_kv * p.group + pr % p.group;
-    p.lse_partial[((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i] = neg_inf();
+    p.lse_partial[partial_row(p, split, b, h, i)] = neg_inf();
   }
 }
 
@@ -397,7 +402,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
     const int i = rows.i[slot], h = rows.h[slot];
     if constexpr (kSplit) {
       if (!rows.exists[slot]) return;
-      const i64 prow = ((i64(split) * p.B + b) * p.H_q + h) * p.S_q + i;
+      const i64 prow = partial_row(p, split, b, h, i);
       float* dst = p.o_partial + prow * kDv;
       for (int d = 0; d < kDT; ++d) {
         float2 v;
