@@ -574,8 +574,8 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][.ws_paged]") {
                                        static_cast<int64_t>(DataType::FP16)}));
     d.q_type = d.in;
     d.B = pick({1, 2, 3}), d.H_kv = pick({1, 2}), d.group = pick({1, 4, 8});
-    d.S_q = pick({64, 100, 200}) / d.group + pick({0, 7});  // at least 64 / group queries: 64 packed rows or more
-    if (d.S_q * d.group < 64) d.S_q = (64 + d.group - 1) / d.group;
+    // At least 64 / group queries (group divides 64): 64 packed rows or more, the engine's minimum.
+    d.S_q = pick({64, 100, 200}) / d.group + pick({0, 7});
     d.D = pick({64, 128, 128, 256});
     d.page = pick({16, 32, 64, 128, 256}), d.max_pages = std::max<int64_t>(1, pick({200, 600, 1500}) / d.page);
     d.num_pages = pick({0, 1}) ? d.B * d.max_pages : d.B * d.max_pages / 2 + 1;
@@ -739,13 +739,11 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
       identical += o_rows == 0 && s_rows == 0;
     }
   }
-  std::string by_engine;
-  for (const auto& [e, count] : engines) by_engine += fmt::format(" {} {}", e, count);
   int run = 0;
   for (const auto& [e, count] : engines) run += count;
-  fmt::print("ragged draws: {} run, {} passed against the reference (engines:{}); {} ran on the padded twin's engine, "
+  fmt::print("ragged draws: {} run, {} passed against the reference (engines: {}); {} ran on the padded twin's engine, "
              "{} of them identical to it at every sequence's rows\n",
-             run, passed, by_engine, same_engine, identical);
+             run, passed, engines_line(engines), same_engine, identical);
 }
 
 // A FP16/BF16 Q over FP8 K/V (sdpa_fp8 reading an FP8 cache), on its own draws: E4M3 and E5M2 K/V, decode and
