@@ -216,7 +216,7 @@ TEST_CASE("FP8 and BF16 prefill on sm_90a run on the warp-specialized engine", "
   CHECK(c89->derived.stages.size() == 1);
 }
 
-TEST_CASE("paged K/V: facts, the Hopper rows decline with the reason, the mma.sync engine reads through the table",
+TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-specialized one, both through the table",
           "[choose][paged]") {
   json doc = example_json("fp8_paged_decode");
   Facts f = facts_of(doc);
@@ -225,13 +225,15 @@ TEST_CASE("paged K/V: facts, the Hopper rows decline with the reason, the mma.sy
   CHECK(f.num_pages == 200);
   CHECK(f.max_pages == 64);
   CHECK(f.S_kv == 1024);
-  Result<Config> c = choose(f, match(f));
+  const std::vector<RowVerdict> decode_verdicts = match(f);
+  // The Hopper row serves paged K/V; a decode step's few packed rows are what it declines.
+  CHECK(verdict_of(decode_verdicts, "sdpa_fp8_sm90").field == "min_packed_rows");
+  Result<Config> c = choose(f, decode_verdicts);
   REQUIRE(c.ok());
   CHECK(c->decision.row_id == "sdpa_fp8_sm89");
   REQUIRE(c->derived.stages.size() == 2);  // attention + combine: decode splits
   CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_mma_fwd"));
-  // A paged prefill (S_q 256, 1024 packed rows) would run on the warp-specialized engine densely; paged, that row
-  // declines for the page table (not for its row count) and the mma.sync row serves it.
+  // A paged prefill (S_q 256, 1024 packed rows) runs on the warp-specialized engine, a TMA box per page.
   for (int t : {0, 9}) {
     doc["tensors"][t]["dims"][2] = 256;
     doc["tensors"][t].erase("strides");
@@ -240,14 +242,17 @@ TEST_CASE("paged K/V: facts, the Hopper rows decline with the reason, the mma.sy
   doc["tensors"][10].erase("strides");
   Facts prefill = facts_of(doc);
   const std::vector<RowVerdict> verdicts = match(prefill);
-  const RowVerdict& ws = verdict_of(verdicts, "sdpa_fp8_sm90");
-  CHECK_FALSE(ws.accepted);
-  CHECK(ws.field == "paged_kv");
-  CHECK(has(ws.reason, "paged K/V (page_table, page size 16) not supported"));
+  CHECK(verdict_of(verdicts, "sdpa_fp8_sm90").accepted);
   CHECK(verdict_of(verdicts, "sdpa_fp8_sm89").accepted);
   Result<Config> cp = choose(prefill, verdicts);
   REQUIRE(cp.ok());
-  CHECK(cp->decision.row_id == "sdpa_fp8_sm89");
+  CHECK(cp->decision.row_id == "sdpa_fp8_sm90");
+  CHECK(has(cp->derived.stages[0].spec.name_expression, "sdpa_ws_fwd"));
+  // The V^T pre-pass row (the older wgmma engine) still declines the table, and says why.
+  const RowVerdict& prepass = verdict_of(verdicts, "sdpa_fp8_sm90_prepass");
+  CHECK_FALSE(prepass.accepted);
+  CHECK(prepass.field == "paged_kv");
+  CHECK(has(prepass.reason, "paged K/V (page_table, page size 16) not supported"));
 }
 
 TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and declines other pins", "[choose]") {

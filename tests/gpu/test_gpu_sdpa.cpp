@@ -561,9 +561,8 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 // Paged K/V on the warp-specialized Hopper engine (TMA boxes of one page each): draws it serves (at least 64
 // packed rows, D 64 / 128 / 256, FP8 E4M3 / E5M2 and BF16 / FP16), page sizes 16 to 256 (a page
 // smaller, equal to and larger than the KV tile), both pool layouts, shuffled pages, masks, split. Against the
-// reference and byte-identical to the dense plan on the same engine. Hidden ([.ws_paged]) while the Hopper rows
-// decline paged graphs (row field paged_kv): run by name with the field flipped, then drop the dot.
-TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][.ws_paged]") {
+// reference and byte-identical to the dense plan on the same engine.
+TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
   const int n = draws_from_env("RIME_GPU_WS_PAGED_DRAWS", 32);
   PagedTally tally;
   for (int i = 0; i < n; ++i) {

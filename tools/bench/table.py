@@ -20,14 +20,15 @@ def main(ours_csv, anchors_csv, outdir):
     anchor = {(a["shape"], a["impl"]): a for a in anchors}
     # A ragged prefill row's anchors are our own plans in the same run: the padded twin of the same sequences
     # (graphs/<prec>_padded_<rest>, the same pairs counted) and the dense causal prefill (B4 H32 S4096 D128), whose
-    # TFLOP/s the issue holds the ragged batch to (within 10%). Their ratio is of TFLOP/s, the work differing.
+    # TFLOP/s the issue holds the ragged batch to (within 10%). Their ratio is of TFLOP/s, the work differing. A
+    # paged prefill row (the same causal prefill, K/V through a page table) has the dense causal row as anchor.
     for o in ours:
         prec, shape = o["graph"].split("_", 1)
         if shape.startswith("padded_prefill_"):
             anchor[(shape.replace("padded_", "ragged_", 1), "rime_padded")] = o
         if shape == "b4_h32_s4096_d128_causal":
             for r in ours:
-                if r["graph"].startswith(prec + "_ragged_prefill_"):
+                if r["graph"].startswith((prec + "_ragged_prefill_", prec + "_paged_prefill_")):
                     anchor[(r["graph"].split("_", 1)[1], "rime_dense_causal")] = o
     rows = []
     for o in ours:
@@ -37,6 +38,8 @@ def main(ours_csv, anchors_csv, outdir):
         ragged = shape.startswith("ragged_")
         if ragged:
             ref_impls = ["rime_padded", "rime_dense_causal"]
+        if shape.startswith("paged_prefill_"):
+            ref_impls = ["rime_dense_causal"]
         if decode:  # decode is bandwidth: against a copy of the same bytes first
             ref_impls = [f"copy_{prec}"] + ref_impls
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),

@@ -39,14 +39,12 @@ for step in $steps; do
         RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90_ws \
           timeout 500 compute-sanitizer --tool "$step" --print-limit 5 "$tests" "$filter" 2>&1
       done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;
-    # A hidden test against a test binary built with rows flipped (tools/device/flipped_rows_tests.sh ws_paged
-    # paged_kv sdpa_fp8_sm90 sdpa_f16_sm90): every draw, then memcheck, racecheck and synccheck on a few.
+    # Paged K/V on the warp-specialized engine: every draw, then memcheck, racecheck and synccheck on a few (the
+    # producer's per-page TMA path).
     ws_paged)
-      flipped=$root/.carry/bin/rime_gpu_tests_ws_paged
-      [ -x "$flipped" ] || { echo "ws_paged: no $flipped (build it with tools/device/flipped_rows_tests.sh)"; continue; }
-      timeout 300 "$flipped" "[.ws_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
+      timeout 300 "$tests" "[ws_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
       for tool in memcheck racecheck synccheck; do
-        RIME_GPU_WS_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$flipped" "[.ws_paged]" 2>&1 |
+        RIME_GPU_WS_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "[ws_paged]" 2>&1 |
           tee "$out/ws_paged_$tool.log" | grep -E "SUMMARY" | sed "s/^/$tool: /"
       done ;;
     bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
