@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "catch.hpp"
+#include "common/params.h"
 #include "heuristics/tile.hpp"
 #include "rime/config.hpp"
 #include "rime/json.hpp"
@@ -233,6 +234,24 @@ TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-
   CHECK(c->decision.row_id == "sdpa_fp8_sm89");
   REQUIRE(c->derived.stages.size() == 2);  // attention + combine: decode splits
   CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_mma_fwd"));
+  // A split decode over per-sequence lengths runs balanced: a persistent grid (x set from the occupancy when the
+  // plan is loaded; here the planning estimate: 8 one-warp CTAs per SM by registers, 132 SMs).
+  CHECK(c->decision.split_kv > 1);
+  CHECK(c->derived.stages[0].persistent);
+  CHECK(has(c->derived.stages[0].spec.name_expression, std::to_string(626 | RIME_F_BALANCED)));
+  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{8 * 132, 1, 1});
+  CHECK_FALSE(c->derived.stages[1].persistent);
+  // A BF16 Q over the same FP8 cache keeps the grid of per-sequence chunks (balanced, that kernel was slower).
+  {
+    json q16 = doc;
+    q16["tensors"][0]["dtype"] = "BF16";
+    Facts fq = facts_of(q16);
+    Result<Config> cq = choose(fq, match(fq));
+    REQUIRE(cq.ok());
+    CHECK(cq->decision.row_id == "sdpa_fp8_sm89");
+    CHECK_FALSE(cq->derived.stages[0].persistent);
+    CHECK(cq->derived.stages[0].grid[2] == fq.B * cq->decision.split_kv);
+  }
   // A paged prefill (S_q 256, 1024 packed rows) runs on the warp-specialized engine, a TMA box per page.
   for (int t : {0, 9}) {
     doc["tensors"][t]["dims"][2] = 256;

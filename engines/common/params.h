@@ -33,6 +33,9 @@
 #define RIME_F_KV_FP8 4096
 #define RIME_F_KV_E5M2 8192
 #define RIME_F_Q_BF16 16384
+// With RIME_F_SPLIT and RIME_F_PADDING, one row tile per (batch, kv head): a persistent grid (gridDim.x CTAs, as
+// many as fit on the GPU at once) shares all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item).
+#define RIME_F_BALANCED 32768
 
 struct SdpaParams {
   const void* q;

@@ -54,6 +54,13 @@ class SdpaMma final : public Engine {
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
+    // A split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
+    // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks
+    // left a long-tailed batch's last wave to its longest sequences (docs/perf.md, "Paged decode").
+    // Not for a 16-bit Q over FP8 K/V: balanced, that kernel (255 registers, spills) measured 11% slower on the
+    // bench's BF16-Q paged decode (1.30 against 1.17 ms). The kernel's walk counts tiles in 32 bits.
+    const bool balanced = split && f.mask.padding && g.q_tiles == 1 && !f.q16_over_fp8_kv() &&
+                          f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
     // that one specialization serves every O dtype.
@@ -61,9 +68,16 @@ class SdpaMma final : public Engine {
                           fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>",
                                       f.q16_over_fp8_kv() ? RIME_T_FP16 : type_code(f.q().dtype),
                                       split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q,
-                                      d.tile.kv, sdpa_features(f, split)),
+                                      d.tile.kv, sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0)),
                           "SdpaParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, g.smem_bytes); !s.ok()) return s;
+    if (balanced) {
+      KernelStage& attention = out.stages[0];
+      attention.grid = {heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads), f.device.smem_per_sm) *
+                            int64_t{f.device.sm_count},
+                        1, 1};
+      attention.persistent = true;
+    }
     return out;
   }
 

@@ -105,8 +105,11 @@ __device__ __forceinline__ void load_q_bf16_as_fp16(const SdpaParams& p, const B
   for (int r = tid; r < kTileQ; r += kThreads) factors[r] = __int_as_float((127 - exponent_of(r)) << 23);
 }
 
+// One row tile of one (batch, kv head) over KV tiles [kt_lo, kt_hi) (kt_lo < 0: the tiles kv_tile_range gives
+// this split), into split slot `split` of the partials under split.
 template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
-__global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const SdpaParams p) {
+__device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int q_tile, int h_kv, int b, int split,
+                                              int kt_lo, int kt_hi, bool last_q_tile) {
   using T = InType<kIn>;
   constexpr int kEB = T::kBytes;
   constexpr int kThreads = rime_mma::threads(kTileQ);
@@ -143,8 +146,6 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
-  pdl_launch_dependents();  // the combine waits for this grid's completion itself
-  extern __shared__ __align__(128) u8 smem[];
   u8* sQ = smem + kSmem.q;
   u8* sK = smem + kSmem.k;
   u8* sV = smem + kSmem.v;
@@ -157,14 +158,12 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int q_tile = blockIdx.x, h_kv = blockIdx.y;
-  const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
   const int row0 = q_tile * kTileQ;
 
   const BatchExtent ext = batch_extent<kFeatures>(p, b);
   const int kv_limit = ext.kv_limit;
-  int kt_begin, kt_end;
-  kv_tile_range<kTileQ, kTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+  int kt_begin = kt_lo, kt_end = kt_hi;
+  if (kt_lo < 0) kv_tile_range<kTileQ, kTileKv, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   if constexpr (kSplit) {
     if (kt_begin >= kt_end) {
       write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, b, split, h_kv, row0, tid, kThreads);
@@ -535,8 +534,38 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
       for (int e = 0; e < 4; ++e) o_acc[d][e] = staged[(g + 8 * (e / 2)) * kPitch + 8 * d + 2 * t + (e & 1)];
   }
 
-  attention_epilogue<kIn, kOut, kDv, kFeatures>(p, o_acc, m_run, l_run, rows, b, split, h_kv,
-                                               q_tile == int(gridDim.x) - 1, tid, kThreads);
+  attention_epilogue<kIn, kOut, kDv, kFeatures>(p, o_acc, m_run, l_run, rows, b, split, h_kv, last_q_tile, tid,
+                                               kThreads);
+}
+
+template <int kIn, int kOut, int kDqk, int kDv, int kTileQ, int kTileKv, int kFeatures>
+__global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const SdpaParams p) {
+  pdl_launch_dependents();  // the combine waits for this grid's completion itself
+  extern __shared__ __align__(128) u8 smem[];
+  if constexpr ((kFeatures & RIME_F_BALANCED) != 0) {
+    static_assert((kFeatures & RIME_F_SPLIT) != 0 && (kFeatures & RIME_F_PADDING) != 0,
+                  "balanced split-KV is a split over per-sequence lengths");
+    constexpr int kThreads = rime_mma::threads(kTileQ);
+    constexpr bool kRaggedQ = (kFeatures & RIME_F_RAGGED_Q) != 0;
+    for_each_balanced_item<kTileQ, kTileKv, (kFeatures & RIME_F_MASK) != 0, kFeatures>(
+        p, [&](int b, int h_kv, int piece, int kt_begin, int kt_end, bool last_piece) {
+          if (piece >= 0) {
+            sdpa_mma_tile<kIn, kOut, kDqk, kDv, kTileQ, kTileKv, kFeatures>(p, smem, 0, h_kv, b, piece, kt_begin,
+                                                                           kt_end, true);
+            __syncthreads();  // the next piece's loads overwrite what this one's epilogue staged
+          }
+          // Slots past the pair's last piece (all of them for a pair with no keys) hold no keys: LSE -inf.
+          if (last_piece) {
+            const BatchExtent ext = batch_extent<kFeatures>(p, b);
+            for (int s = piece + 1; s < p.num_splits; ++s)
+              write_empty_chunk_lse<kTileQ, kRaggedQ>(p, ext, b, s, h_kv, 0, threadIdx.x, kThreads);
+          }
+        });
+  } else {
+    sdpa_mma_tile<kIn, kOut, kDqk, kDv, kTileQ, kTileKv, kFeatures>(p, smem, blockIdx.x, blockIdx.y,
+                                                                   blockIdx.z % p.B, blockIdx.z / p.B, -1, -1,
+                                                                   blockIdx.x == gridDim.x - 1);
+  }
 }
 
 }  // namespace rime_dev

@@ -54,9 +54,13 @@ struct KernelStage {
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t block = 0;       // threads per CTA
   int64_t smem_bytes = 0;  // dynamic shared memory per CTA
+  // A persistent grid: when the plan is loaded on a GPU, grid x becomes as many CTAs as the GPU holds at once
+  // (the driver's occupancy for this kernel, block and shared memory, times the SM count); grid here is the
+  // planning estimate.
+  bool persistent = false;
   friend bool operator==(const KernelStage& a, const KernelStage& b) {
     return a.role == b.role && a.spec == b.spec && a.grid == b.grid && a.block == b.block &&
-           a.smem_bytes == b.smem_bytes;
+           a.smem_bytes == b.smem_bytes && a.persistent == b.persistent;
   }
 };
 

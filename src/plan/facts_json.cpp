@@ -50,7 +50,7 @@ nlohmann::json derived_to_json(const Derived& d) {
   for (const WorkspaceRegion& r : d.workspace)
     j["workspace"].push_back({{"name", r.name}, {"offset", r.offset}, {"bytes", r.bytes}});
   j["stages"] = nlohmann::json::array();
-  for (const KernelStage& s : d.stages)
+  for (const KernelStage& s : d.stages) {
     j["stages"].push_back({{"role", s.role},
                            {"engine", s.spec.engine},
                            {"header", s.spec.header},
@@ -60,6 +60,9 @@ nlohmann::json derived_to_json(const Derived& d) {
                            {"grid", s.grid},
                            {"block", s.block},
                            {"smem_bytes", s.smem_bytes}});
+    // Only when set: plans without a persistent stage keep the artifacts they had.
+    if (s.persistent) j["stages"].back()["persistent"] = true;
+  }
   return j;
 }
 

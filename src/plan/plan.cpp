@@ -34,6 +34,7 @@ struct Plan::State {
   std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
   std::vector<CUfunction> functions;  // one per stage once prepared
+  std::vector<unsigned> grid_x;       // per stage once prepared: the planned grid x, or a persistent stage's
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
   // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
@@ -249,12 +250,30 @@ Status Plan::prepare() {
     return Status(StatusCode::CudaError, fmt::format("plan is for {}, the GPU is {} ({})", s.facts.device.arch_name(),
                                                      gpu->arch_name(), gpu->name));
   std::vector<CUfunction> functions;
+  std::vector<unsigned> grid_x;
   for (size_t i = 0; i < s.compiled.size(); ++i) {
-    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(s.config.derived.stages[i].smem_bytes));
+    const KernelStage& stage = s.config.derived.stages[i];
+    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(stage.smem_bytes));
     if (!fn.ok()) return fn.status();
     functions.push_back(fn.value());
+    grid_x.push_back(static_cast<unsigned>(stage.grid[0]));
+    if (stage.persistent) {
+      // As many CTAs as this GPU holds at once: the kernel spreads its work evenly over gridDim.x CTAs, so one
+      // more than fits would run as a second wave alone, and one fewer leaves a slot idle throughout.
+      int per_sm = 0;
+      RIME_RETURN_IF_ERROR(driver::check(driver::api()->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                             &per_sm, fn.value(), static_cast<int>(stage.block),
+                                             static_cast<size_t>(stage.smem_bytes)),
+                                         "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+      if (per_sm < 1)
+        return Status(StatusCode::CudaError, fmt::format("the {} kernel fits no CTA on an SM ({} threads, {} bytes of "
+                                                         "shared memory)",
+                                                         stage.role, stage.block, stage.smem_bytes));
+      grid_x.back() = static_cast<unsigned>(per_sm * gpu->sm_count);
+    }
   }
   s.functions = std::move(functions);
+  s.grid_x = std::move(grid_x);
   s.prepared = true;
   return Status::success();
 }
@@ -290,7 +309,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
   for (size_t n = 0; n < stages.size(); ++n) {
     const KernelStage& stage = stages[n];
     void* args[] = {params[n].bytes};
-    const unsigned gx = static_cast<unsigned>(stage.grid[0]), gy = static_cast<unsigned>(stage.grid[1]),
+    const unsigned gx = s.grid_x[n], gy = static_cast<unsigned>(stage.grid[1]),
                    gz = static_cast<unsigned>(stage.grid[2]);
     const unsigned block = static_cast<unsigned>(stage.block), smem = static_cast<unsigned>(stage.smem_bytes);
     if (n > 0 && programmatic) {

@@ -40,6 +40,8 @@ const Loaded& loaded() {
               load_symbol(lib, "cuModuleLoadData", a.cuModuleLoadData, err) &&
               load_symbol(lib, "cuModuleGetFunction", a.cuModuleGetFunction, err) &&
               load_symbol(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, err) &&
+              load_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                          a.cuOccupancyMaxActiveBlocksPerMultiprocessor, err) &&
               load_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, err) &&
               load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err) &&
               load_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, err) && load_symbol(lib, "cuMemFree_v2", a.cuMemFree, err) &&

@@ -102,8 +102,9 @@ void print_config(const Config& c) {
                s.split == d.split_kv ? "  <- chosen" : "");
   fmt::print("  workspace {} bytes; shared memory {} bytes per CTA\n", x.workspace_bytes, x.smem_bytes);
   for (const KernelStage& s : x.stages)
-    fmt::print("  stage     {:<11} {} grid [{},{},{}] x {} threads, {} bytes of shared memory\n", s.role,
-               s.spec.name_expression, s.grid[0], s.grid[1], s.grid[2], s.block, s.smem_bytes);
+    fmt::print("  stage     {:<11} {} grid [{},{},{}] x {} threads, {} bytes of shared memory{}\n", s.role,
+               s.spec.name_expression, s.grid[0], s.grid[1], s.grid[2], s.block, s.smem_bytes,
+               s.persistent ? " (persistent: grid x becomes the CTAs the GPU holds at once when loaded)" : "");
 }
 
 }  // namespace
