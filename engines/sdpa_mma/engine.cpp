@@ -54,12 +54,14 @@ class SdpaMma final : public Engine {
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
-    // A split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
-    // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks
-    // left a long-tailed batch's last wave to its longest sequences (docs/perf.md, "Paged decode").
-    // Not for a 16-bit Q over FP8 K/V: balanced, that kernel (255 registers, spills) measured 11% slower on the
-    // bench's BF16-Q paged decode (1.30 against 1.17 ms). The kernel's walk counts tiles in 32 bits.
-    const bool balanced = split && f.mask.padding && g.q_tiles == 1 && !f.q16_over_fp8_kv() &&
+    // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid
+    // sharing all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence
+    // chunks left a long-tailed batch's last wave to its longest sequences (docs/perf.md, session 10: paged decode
+    // 3-9% faster). Measured on the H200, side by side, where it was not kept: a 16-bit Q over FP8 K/V 11% slower
+    // (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels reach 255 registers), and
+    // FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured, left as they were. The
+    // kernel's walk counts tiles in 32 bits.
+    const bool balanced = split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
                           f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
