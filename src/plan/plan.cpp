@@ -34,7 +34,7 @@ struct Plan::State {
   std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
   std::vector<CUfunction> functions;  // one per stage once prepared
-  std::vector<unsigned> grid_x;       // per stage once prepared: the planned grid x, or a persistent stage's
+  std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
   // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
