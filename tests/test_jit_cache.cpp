@@ -224,10 +224,10 @@ TEST_CASE("the kernels' ragged specializations compile", "[jit][ragged]") {
   }
 }
 
-TEST_CASE("the 16-bit-Q-over-FP8-K/V specializations compile (no row selects them yet)", "[jit]") {
+TEST_CASE("the 16-bit-Q-over-FP8-K/V specializations compile", "[jit]") {
   // Computed in FP16 (kIn = FP16) with RIME_F_KV_FP8: E4M3 and E5M2 K/V, FP16 and BF16 Q; decode (16x32, paged,
-  // split) and prefill (64x64, 128x64, causal) tiles, sm_89 and sm_90a. The GPU sweep runs them once the row
-  // takes these graphs (docs/serving.md).
+  // split) and prefill (64x64, 128x64, causal) tiles, sm_89 and sm_90a. Row sdpa_fp8_sm89 selects them; the GPU
+  // runs them in [q16], [paged] and [ragged] (docs/testing.md).
   constexpr int kMixed = RIME_F_KV_FP8 | RIME_F_STATS;
   const std::vector<KernelSpec> specs = {
       attention_spec(RIME_T_FP16, RIME_T_BF16, 128, 16, kMixed | RIME_F_Q_BF16 | RIME_F_PADDING | RIME_F_PAGED |
