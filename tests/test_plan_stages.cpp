@@ -252,6 +252,18 @@ TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-
     CHECK_FALSE(cq->derived.stages[0].persistent);
     CHECK(cq->derived.stages[0].grid[2] == fq.B * cq->decision.split_kv);
   }
+  // A cache of more than 32768 KV tiles keeps the chunk grid too (the kernel's walk counts in 32 bits).
+  {
+    json long_cache = doc;
+    long_cache["tensors"][13]["dims"][1] = 65600;  // page_table [B, max_pages]: 65600 x 16 keys
+    long_cache["tensors"][13].erase("strides");
+    Facts fl = facts_of(long_cache);
+    REQUIRE(fl.S_kv == 65600 * 16);
+    Result<Config> cl = choose(fl, match(fl));
+    REQUIRE(cl.ok());
+    CHECK(cl->decision.split_kv > 1);
+    CHECK_FALSE(cl->derived.stages[0].persistent);
+  }
   // A paged prefill (S_q 256, 1024 packed rows) runs on the warp-specialized engine, a TMA box per page.
   for (int t : {0, 9}) {
     doc["tensors"][t]["dims"][2] = 256;
@@ -317,6 +329,9 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   REQUIRE(c->derived.stages.size() == 2);
   CHECK(c->derived.stages[1].role == "combine");
   CHECK(c->derived.stages[1].grid == std::array<int64_t, 3>{8 * 32, 1, 1});
+  // One length for every sequence: the chunk grid, not the balanced persistent one (no spread to balance).
+  CHECK_FALSE(c->derived.stages[0].persistent);
+  CHECK(c->derived.stages[0].grid[2] == 8 * int64_t{split});
 
   doc["op"]["knobs"] = {{"split_kv", 8}, {"tile", {{"q", 64}, {"kv", 64}}}};
   Facts pinned = facts_of(doc);
