@@ -203,11 +203,12 @@ TEST_CASE("the kernels' ragged specializations compile", "[jit][ragged]") {
       attention_spec(RIME_T_BF16, RIME_T_BF16, 64, 64, kRagged, "sm_90a"),
       attention_spec(RIME_T_E4M3, RIME_T_BF16, 128, 16,
                      RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_PAGED | RIME_F_SPLIT | RIME_F_STATS, "sm_90a", 32),
-      // Balanced split-KV (the persistent decode over per-sequence lengths), ragged and padded, on both arches.
+      // Balanced split-KV (the persistent FP8 decode over per-sequence lengths; sdpa_mma's derive selects it for
+      // FP8 only), ragged and padded, the one- and two-warp decode tiles, on both arches.
       attention_spec(RIME_T_E4M3, RIME_T_BF16, 128, 16,
                      RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_PAGED | RIME_F_SPLIT | RIME_F_STATS | RIME_F_BALANCED,
                      "sm_90a", 32),
-      attention_spec(RIME_T_BF16, RIME_T_BF16, 128, 32,
+      attention_spec(RIME_T_E5M2, RIME_T_BF16, 128, 32,
                      RIME_F_PADDING | RIME_F_MASK | RIME_F_SPLIT | RIME_F_STATS | RIME_F_BALANCED, "sm_89", 32),
       KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
                  fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}>", RIME_T_E4M3, RIME_T_E4M3, kRagged),
