@@ -7,6 +7,16 @@ namespace rime::heuristics {
 
 int combine_warps_per_row(int64_t rows, int sm_count) { return rows < int64_t{4} * sm_count ? 16 : 4; }
 
+RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& o) {
+  RowTileCost c;
+  const int64_t q = std::max(o.q, 1);
+  c.ctas = (packed_rows + q - 1) / q * batch_heads;
+  const int64_t per_wave = int64_t{std::max(sm_count, 1)} * std::max(o.ctas_per_sm, 1);
+  c.waves = (c.ctas + per_wave - 1) / per_wave;
+  c.cost = static_cast<double>(c.waves) * static_cast<double>(q) * o.time_per_row;
+  return c;
+}
+
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
   const int64_t by_regs = 65536 / (int64_t{std::max(threads, 1)} * 256);

@@ -35,6 +35,22 @@ struct TileChoice {
 // smem_per_block are considered.
 TileChoice choose_tile(const TileProblem& problem);
 
+// One row-tile option of a kernel whose CTAs all run the same key range (no causal or window mask): q packed rows
+// per CTA, `ctas_per_sm` CTAs per SM at once, and the time a CTA takes per row relative to the other options
+// (measured).
+struct RowTileOption {
+  int q = 0;
+  int ctas_per_sm = 1;
+  double time_per_row = 1.0;
+};
+struct RowTileCost {
+  int64_t ctas = 0, waves = 0;
+  double cost = 0;  // waves x q x time_per_row: the grid's time in units of one row of the reference option
+};
+// The grid of ceil(packed_rows / q) x batch_heads CTAs in waves of sm_count x ctas_per_sm, a partial last wave
+// as long as a full one.
+RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& option);
+
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
 // kernels until the compiler's figure is fed back) and the 64-warp limit.
