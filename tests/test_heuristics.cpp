@@ -5,6 +5,7 @@
 #include "heuristics/split_kv.hpp"
 #include "heuristics/tile.hpp"
 #include "sdpa_mma/layout.h"
+#include "sdpa_sm90/layout.h"
 
 using namespace rime::heuristics;
 
@@ -161,4 +162,49 @@ TEST_CASE("the sdpa_mma layout header's shared memory", "[heuristics][engines]")
   // BF16 has no V^T: Q, K, V only.
   CHECK(rime_mma::smem(128, 64, 64, 64, 2, false).total == 128 * 144 + 2 * 64 * 288);
   CHECK(rime_mma::threads(128) == 256);
+}
+
+TEST_CASE("row tiles in waves: a partial last wave costs a full one", "[heuristics]") {
+  // B4 H32 S4096 on 132 SMs, one CTA per SM: 4096 CTAs of 128 rows are 32 waves (31.03 rounded up); 192-row
+  // tiles are 22 per head (the last one a third full), 2816 CTAs, 22 waves.
+  const RowTileCost two = row_tile_cost(4096, 128, 132, {128, 1, 1.0});
+  CHECK(two.ctas == 4096);
+  CHECK(two.waves == 32);
+  CHECK(two.cost == Approx(32 * 128));
+  const RowTileCost three = row_tile_cost(4096, 128, 132, {192, 1, 0.97});
+  CHECK(three.ctas == 2816);
+  CHECK(three.waves == 22);
+  CHECK(three.cost == Approx(22 * 192 * 0.97));
+  CHECK(three.cost > two.cost);  // 3% per row does not pay for the emptier tiles and the extra wave
+  // B1 H32 S16384: 86 tiles of 192 rows per head, 2752 CTAs, 21 waves against 32.
+  CHECK(row_tile_cost(16384, 32, 132, {192, 1, 0.97}).cost < row_tile_cost(16384, 32, 132, {128, 1, 1.0}).cost);
+  // Two CTAs per SM halve the waves.
+  CHECK(row_tile_cost(4096, 128, 132, {128, 2, 1.0}).waves == 16);
+}
+
+TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[heuristics][engines]") {
+  CHECK(rime_ws::threads(2) == 384);
+  CHECK(rime_ws::threads(3) == 512);
+  // setmaxnreg: the producer's 56 registers and the consumers' share fill the 64K register file.
+  CHECK(128 * (rime_ws::kProducerRegs + 2 * rime_ws::consumer_regs(2)) <= 65536);
+  CHECK(128 * (rime_ws::kProducerRegs + 3 * rime_ws::consumer_regs(3)) <= 65536);
+  CHECK(rime_ws::consumer_regs(2) == 224);
+  CHECK(rime_ws::consumer_regs(3) == 152);
+  CHECK(rime_ws::three_consumers_fit(1, 128, 128));
+  CHECK(rime_ws::three_consumers_fit(1, 192, 128));
+  CHECK_FALSE(rime_ws::three_consumers_fit(1, 256, 256));
+  CHECK_FALSE(rime_ws::three_consumers_fit(2, 128, 128));
+  CHECK(rime_ws::tile_kv(1, 128, 3) == 64);
+  CHECK(rime_ws::tile_kv(1, 64, 3) == 128);
+  CHECK(rime_ws::tile_kv(1, 128, 2) == 128);
+  CHECK(rime_ws::tile_kv(1, 64, 2) == 256);
+  // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys, the barriers.
+  const rime_ws::Smem s = rime_ws::smem(1, 128, 128, 3, true, false, rime_ws::kSmemLimit);
+  CHECK(s.k == 192 * 128);
+  CHECK(s.v == s.k + 2 * 64 * 128);
+  CHECK(s.vt == s.v + 2 * 64 * 128);
+  CHECK(s.barriers == s.vt + 2 * 128 * 64);
+  CHECK(s.total == s.barriers + 16 * 8 + 1024);
+  // Block-scaled O stages three consumers' epilogues when they fit.
+  CHECK(rime_ws::smem(1, 128, 128, 3, true, true, rime_ws::kSmemLimit).staged_epilogue);
 }

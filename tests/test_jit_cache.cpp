@@ -211,10 +211,16 @@ TEST_CASE("the kernels' ragged specializations compile", "[jit][ragged]") {
       attention_spec(RIME_T_E5M2, RIME_T_BF16, 128, 32,
                      RIME_F_PADDING | RIME_F_MASK | RIME_F_SPLIT | RIME_F_STATS | RIME_F_BALANCED, "sm_89", 32),
       KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
-                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}>", RIME_T_E4M3, RIME_T_E4M3, kRagged),
+                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}, 2>", RIME_T_E4M3, RIME_T_E4M3, kRagged),
+                 "__grid_constant__ SdpaWsParams", "sm_90a"},
+      // Three consumer warpgroups (the engine gives them to unmasked FP8 graphs; padding and ragged are features
+      // of the same kernel).
+      KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
+                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}, 3>", RIME_T_E4M3, RIME_T_E4M3,
+                             kRagged & ~RIME_F_MASK),
                  "__grid_constant__ SdpaWsParams", "sm_90a"},
       KernelSpec{"sdpa_sm90_ws", "sdpa_sm90/kernel.cuh",
-                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}>", RIME_T_BF16, RIME_T_BF16, kRagged),
+                 fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, 128, 128, {}, 2>", RIME_T_BF16, RIME_T_BF16, kRagged),
                  "__grid_constant__ SdpaWsParams", "sm_90a"},
       combine(RIME_T_BF16, 128, RIME_F_PADDING | RIME_F_RAGGED_Q | RIME_F_STATS, "sm_90a"),
   };

@@ -310,6 +310,38 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
         "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 for D 64");
 }
 
+TEST_CASE("the warp-specialized engine gives unmasked FP8 graphs three consumers where the waves favour them",
+          "[choose]") {
+  auto tile_of = [](const json& doc) {
+    Facts f = facts_of(doc);
+    Result<Config> c = choose(f, match(f));
+    REQUIRE(c.ok());
+    CHECK(c->decision.row_id == "sdpa_fp8_sm90");
+    return c->decision;
+  };
+  auto shaped = [](int64_t b, int64_t h, int64_t s, int64_t d, bool causal) {
+    json doc = example_json("fp8_prefill");
+    for (json& t : doc["tensors"])
+      if (t["dims"][2] == 1024) {  // Q, K, V, O and Stats: [2, 8, 1024, 128 or 1]
+        const int64_t last = t["dims"][3].get<int64_t>();
+        t["dims"] = {b, h, s, last == 128 ? d : last};
+        t.erase("strides");
+      }
+    if (causal) doc["op"]["attributes"]["causal"] = true;
+    return doc;
+  };
+  // B1 H32 S16384: 21 waves of 192-row CTAs against 32 of 128 rows.
+  const Decision long_seq = tile_of(shaped(1, 32, 16384, 128, false));
+  CHECK(long_seq.tile == TileShape{192, 64});
+  CHECK(has(long_seq.tile_reason, "three consumer warpgroups: 2752 CTAs of 192 rows in 21 waves"));
+  // B4 H32 S4096: 22 waves of 192 rows (the last row tile a third full) do not beat 32 of 128.
+  CHECK(tile_of(shaped(4, 32, 4096, 128, false)).tile == TileShape{128, 128});
+  // A causal mask keeps two consumers (three measured 6% slower).
+  const Decision causal = tile_of(shaped(1, 32, 16384, 128, true));
+  CHECK(causal.tile == TileShape{128, 128});
+  CHECK(has(causal.tile_reason, "a causal or window mask"));
+}
+
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   json doc = example_json("fp8_decode_gqa");
   Facts f = facts_of(doc);

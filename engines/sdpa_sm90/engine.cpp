@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/sdpa_params.hpp"
 #include "engine.hpp"
+#include "heuristics/tile.hpp"
 #include "runtime/driver.hpp"
 #include "sdpa_sm90/layout.h"
 
@@ -15,13 +17,53 @@ namespace {
 int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-rime_ws::Smem smem_of(const Facts& f, bool split) {
-  return rime_ws::smem(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), f.is_fp8,
+// Consumer warpgroups per CTA (two or three, rime_ws layout.h), and why. Three where they fit and the graph has
+// no causal or window mask, when the row tiles' waves say the grid of 192-row CTAs (one per SM) finishes sooner
+// than that of 128-row ones. A 192-row CTA's time per row relative to a 128-row one's, measured on the H200
+// (docs/perf.md, v13: two A/B calls over the FP8 prefill rows, each ratio divided by the rows' wave ratio):
+// 0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.965-0.98 at D 128, about 1.0 at
+// D_qk 192 (left at two). With a causal mask three consumers measured 6% slower (B4 H32 S4096 D 128: more
+// diagonal tiles of 64 keys, each masked), so masked graphs keep two.
+struct ConsumerChoice {
+  int n = 2;
+  std::string reason;
+};
+ConsumerChoice consumers_of(const Facts& f) {
+  const int eb = elem_bytes(f);
+  if (!rime_ws::three_consumers_fit(eb, static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
+    return {2, "two consumer warpgroups (three fit FP8 with D_qk <= 192 and D_v <= 128 only)"};
+  if (f.mask.causal || f.mask.window_left || f.mask.band_right)
+    return {2, "two consumer warpgroups (a causal or window mask: three measured slower)"};
+  const double time_per_row = f.D_qk == 64 ? 0.86 : f.D_qk == 128 && f.D_v == 128 ? 0.97 : 1.0;
+  if (time_per_row >= 1.0) return {2, "two consumer warpgroups (three measured no faster at these head dims)"};
+  const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
+  const heuristics::RowTileCost two =
+      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0});
+  const heuristics::RowTileCost three =
+      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_row});
+  const std::string costs = fmt::format("{} CTAs of 192 rows in {} waves, cost {:.0f}, against {} of 128 rows in {} "
+                                        "waves, cost {:.0f}",
+                                        three.ctas, three.waves, three.cost, two.ctas, two.waves, two.cost);
+  if (three.cost < two.cost) return {3, "three consumer warpgroups: " + costs};
+  return {2, "two consumer warpgroups: " + costs};
+}
+
+rime_ws::Smem smem_of(const Facts& f, int n_consumers, bool split) {
+  return rime_ws::smem(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers, f.is_fp8,
                        f.o_block_scale != 0 && !split, rime_ws::kSmemLimit);
 }
 
-TileShape tile_of(const Facts& f) {
-  return {rime_ws::kTileQ, rime_ws::tile_kv(elem_bytes(f), static_cast<int>(f.D_qk))};
+TileShape tile_of(const Facts& f, int n_consumers) {
+  return {rime_ws::tile_q(n_consumers), rime_ws::tile_kv(elem_bytes(f), static_cast<int>(f.D_qk), n_consumers)};
+}
+
+// The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
+int consumers_of_tile(const Facts& f, TileShape t) {
+  for (int n : {2, 3})
+    if (t == tile_of(f, n) && (n == 2 || rime_ws::three_consumers_fit(elem_bytes(f), static_cast<int>(f.D_qk),
+                                                                       static_cast<int>(f.D_v))))
+      return n;
+  return 0;
 }
 
 // A 4-D TMA map over a [B, H, S, D] operand with logical strides (elements): (d, s, h, b), boxes of one
@@ -59,48 +101,60 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
   return Status::success();
 }
 
+// "128x128", or "128x128 or 192x64" where three consumers fit.
+std::string tiles_of(const Facts& f) {
+  auto str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
+  const bool three = rime_ws::three_consumers_fit(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
+  return three ? str(tile_of(f, 2)) + " or " + str(tile_of(f, 3)) : str(tile_of(f, 2));
+}
+
 class SdpaSm90Ws final : public Engine {
  public:
   Result<TileChoice> choose_tile(const Facts& f, const CapabilityRow& row) const override {
-    const TileShape t = tile_of(f);
-    if (f.pinned_tile && *f.pinned_tile != t)
-      return Status(StatusCode::NotSupported,
-                    fmt::format("row {}: the pinned tile {}x{} is not this engine's {}x{} for {} D {}", row.id,
-                                f.pinned_tile->q, f.pinned_tile->kv, t.q, t.kv, to_string(f.q().dtype), f.D_qk));
-    const int64_t need = smem_of(f, false).total;
+    const ConsumerChoice c = consumers_of(f);
+    TileShape t = tile_of(f, c.n);
+    std::string reason = fmt::format("the warp-specialized engine's tile for {} D {}: {}, {} keys",
+                                     to_string(f.q().dtype), f.D_qk, c.reason, t.kv);
+    if (f.pinned_tile) {
+      if (consumers_of_tile(f, *f.pinned_tile) == 0)
+        return Status(StatusCode::NotSupported, fmt::format("row {}: the pinned tile {}x{} is not this engine's {} for {} D {}",
+                                                            row.id, f.pinned_tile->q, f.pinned_tile->kv, tiles_of(f),
+                                                            to_string(f.q().dtype), f.D_qk));
+      t = *f.pinned_tile;
+      reason = "pinned by the graph";
+    }
+    const int64_t need = smem_of(f, consumers_of_tile(f, t), false).total;
     if (need > f.device.smem_per_block)
       return Status(StatusCode::NotSupported, fmt::format("row {}: needs {} bytes of shared memory per block, the "
                                                           "device has {}",
                                                           row.id, need, f.device.smem_per_block));
-    return TileChoice{t, f.pinned_tile ? "pinned by the graph"
-                                       : fmt::format("the warp-specialized engine's tile for {} D {}: two consumer "
-                                                     "warpgroups of 64 rows, {} keys",
-                                                     to_string(f.q().dtype), f.D_qk, t.kv)};
+    return TileChoice{t, reason};
   }
 
   TileGeometry geometry(const Facts& f, TileShape t) const override {
     TileGeometry g;
+    const int n = std::max(consumers_of_tile(f, t), 2);
     g.packed_rows = f.S_q * f.group;
     g.q_tiles = ceil_div(g.packed_rows, t.q);
     g.kv_tiles = ceil_div(f.S_kv, t.kv);
-    g.threads = rime_ws::kThreads;
-    g.smem_bytes = smem_of(f, false).total;
+    g.threads = rime_ws::threads(n);
+    g.smem_bytes = smem_of(f, n, false).total;
     return g;
   }
 
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
-    if (d.tile != tile_of(f))
-      return Status(StatusCode::NotSupported, fmt::format("row {}: tile {}x{} is not this engine's {}x{} for D {}",
-                                                          row.id, d.tile.q, d.tile.kv, tile_of(f).q, tile_of(f).kv,
-                                                          f.D_qk));
+    const int n_consumers = consumers_of_tile(f, d.tile);
+    if (n_consumers == 0)
+      return Status(StatusCode::NotSupported, fmt::format("row {}: tile {}x{} is not this engine's {} for D {}", row.id,
+                                                          d.tile.q, d.tile.kv, tiles_of(f), f.D_qk));
     const bool split = d.split_kv > 1;
     const TileGeometry g = geometry(f, d.tile);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
-    out.smem_bytes = smem_of(f, split).total;
+    out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
-                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}, {}>", type_code(f.q().dtype),
+                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
                                       split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v,
-                                      sdpa_features(f, split)),
+                                      sdpa_features(f, split), n_consumers),
                           "__grid_constant__ SdpaWsParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
     return out;

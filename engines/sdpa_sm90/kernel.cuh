@@ -1,8 +1,8 @@
 // sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256, and D_qk 192
 // with D_v 128 (MLA-style prefill).
 //
-// A CTA owns 128 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in the
-// other engines) and is three warpgroups:
+// A CTA owns 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in
+// the other engines) and is one producer and kC = 2 or 3 consumer warpgroups:
 //   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
 //     ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty, v_full) (paged K/V: one box per
 //     page, the first warp's lanes loading the tile's page ids); for FP8 all 128 threads
@@ -10,12 +10,12 @@
 //     register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is used
 //     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding,
 //     for the producer to zero the rows past the valid length and signal pv_full.
-//   consumers (warpgroups 1 and 2, 224 registers): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
+//   consumers (warpgroups 1 .. kC, 224 registers for two, 152 for three): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
 //     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online softmax on it, waits for P.V,
 //     rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of the softmax's block, so the
 //     exponentials do not overlap this consumer's own P.V; holding the wait below them measured slower:
-//     docs/perf.md, v7.) The two consumers take turns issuing (named barriers 1 and 2, ping-pong), so one's
-//     softmax runs while the other's wgmmas use the tensor cores.
+//     docs/perf.md, v7.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named barrier per consumer's
+//     turn, ping-pong), so one's softmax runs while another's wgmmas use the tensor cores.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. The epilogue (normalisation, sink, Stats, Amax, every O format, split partials) is common/attention.cuh's.
 //
@@ -253,13 +253,16 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
 }  // namespace ws
 
 // kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
-template <int kIn, int kOut, int kDqk, int kDv, int kFeatures>
-__global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
+// kC: consumer warpgroups (2 or 3; rime_ws::three_consumers_fit says where 3 fit).
+template <int kIn, int kOut, int kDqk, int kDv, int kFeatures, int kC>
+__global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
   using namespace ws;
   const SdpaParams& p = params.p;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr int kEB = kFp8 ? 1 : 2;
-  constexpr int kN = rime_ws::tile_kv(kEB, kDqk);
+  static_assert(kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kEB, kDqk, kDv)), "consumer warpgroups");
+  constexpr int kTileQ = rime_ws::tile_q(kC);
+  constexpr int kN = rime_ws::tile_kv(kEB, kDqk, kC);
   constexpr int kNT = kN / 8, kDT = kDv / 8;
   constexpr int kRow = rime_ws::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
   constexpr int kSubs = kDqk * kEB / kRow;              // sub-tiles along d of Q and K
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   constexpr rime_ws::Smem kSmem =
-      rime_ws::smem(kEB, kDqk, kDv, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
+      rime_ws::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
 
   extern __shared__ __align__(1024) u8 smem_raw[];
@@ -284,12 +287,12 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   constexpr int kStages = rime_ws::kStages;
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
   u64* k_full = bars;                  // [kStages] TMA of K landed
-  u64* k_empty = bars + kStages;       // [kStages] both consumers done with K (lane 0 of each of their 8 warps)
+  u64* k_empty = bars + kStages;       // [kStages] every consumer done with K (lane 0 of each of their warps)
   u64* v_full = bars + 2 * kStages;    // [kStages] TMA of V landed (the producer waits; the consumers too for
                                        // 16-bit V as is)
   u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): 128
                                        // producer threads
-  u64* pv_empty = bars + 4 * kStages;  // [kStages] both consumers done with it
+  u64* pv_empty = bars + 4 * kStages;  // [kStages] every consumer done with it
   auto stage_of = [](int j) { return j % kStages; };
   auto phase_of = [](int j) { return unsigned(j / kStages) & 1u; };
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
@@ -297,6 +300,10 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
   constexpr bool kVDirect = !kFp8 && !kPadding;
   u64* pv_ready = kVDirect ? v_full : pv_full;
+  // Named barriers (0 is __syncthreads): the producer warpgroup's own, the consumers' turns, and each consumer's
+  // own (its Q load and its staged epilogue).
+  constexpr int kProducerBar = 1, kTurnBar = 2, kOwnBar = kTurnBar + kC;
+  static_assert(kOwnBar + kC <= 16, "16 named barriers");
 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
   // The warpgroup index through a shuffle from lane 0: the compiler then knows it is warp-uniform and keeps what
@@ -304,19 +311,19 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int q_tile = blockIdx.x, h_kv = blockIdx.y;
   const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
-  const int row0 = q_tile * rime_ws::kTileQ;
+  const int row0 = q_tile * kTileQ;
   const BatchExtent ext = batch_extent<kFeatures>(p, b);
   int kt_begin, kt_end;
-  kv_tile_range<rime_ws::kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+  kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
   const int n_tiles = kt_end - kt_begin;
 
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&k_full[i], 1);
-      mbar_init(&k_empty[i], 8);
+      mbar_init(&k_empty[i], 4 * kC);
       mbar_init(&v_full[i], 1);
       mbar_init(&pv_full[i], 128);
-      mbar_init(&pv_empty[i], 8);
+      mbar_init(&pv_empty[i], 4 * kC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -324,7 +331,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
 
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(rime_ws::kProducerRegs) : "memory");
     const int ptid = tid;
     const bool issuer = ptid == 0;
     if (issuer) {
@@ -423,17 +430,18 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       }
       fence_proxy_async_shared();  // generic-proxy writes (V^T, zeroed rows), then the consumers' wgmma reads
       mbar_arrive(&pv_full[s]);
-      if constexpr (kFp8) named_sync(3, 128);  // every producer thread is done reading the raw V stage
+      if constexpr (kFp8) named_sync(kProducerBar, 128);  // every producer thread is done reading the raw V stage
     }
     return;
   }
 
   // ---- consumers --------------------------------------------------------------------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
-  const int cw = wg - 1;                      // consumer 0 or 1
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(rime_ws::consumer_regs(kC)) : "memory");
+  const int cw = wg - 1;                      // consumer 0 .. kC - 1
   const int ctid = tid - 128 * wg;            // thread within the consumer warpgroup
   const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
-  const int my_bar = 1 + cw, other_bar = 2 - cw;  // ping-pong: named barrier 1 is consumer 0's turn, 2 consumer 1's
+  // Ping-pong: named barrier kTurnBar + c is consumer c's turn, which consumer c - 1 (mod kC) opens after issuing.
+  const int my_bar = kTurnBar + cw, next_bar = kTurnBar + (cw + 1) % kC;
   u8* sQw = sQ + cw * 64 * kDqk * kEB;
 
   // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
@@ -452,7 +460,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async_shared();
-    named_sync(4 + cw, 128);
+    named_sync(kOwnBar + cw, 128);
   }
 
   float scale_log2 = p.attn_scale * kLog2e;
@@ -556,14 +564,14 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
   };
 
   if (n_tiles > 0) {
-    if (cw == 1) named_arrive(1, 256);  // consumer 0 goes first
+    if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
     // Tile 0: S only.
     named_sync(my_bar, 256);
     mbar_wait(&k_full[0], 0);
     wgmma_fence_all();
     issue_qk(0);
     wgmma_commit_group();
-    named_arrive(other_bar, 256);
+    named_arrive(next_bar, 256);
     wgmma_wait_group<0>();
     fence_operands(s);
     release(&k_empty[0]);
@@ -581,7 +589,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
       mbar_wait(&pv_ready[stage_of(j - 1)], phase_of(j - 1));
       issue_pv(j - 1);
       wgmma_commit_group();
-      named_arrive(other_bar, 256);
+      named_arrive(next_bar, 256);
       wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
       fence_operands(s);
       release(&k_empty[stage_of(j)]);
@@ -599,7 +607,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
     wgmma_fence_all();
     issue_pv(n_tiles - 1);
     wgmma_commit_group();
-    if (cw == 0) named_arrive(other_bar, 256);  // consumer 1's last turn has no successor to wake
+    if (cw != kC - 1) named_arrive(next_bar, 256);  // the last consumer's last turn has no successor to wake
     wgmma_wait_group<0>();
     fence_operands(o_acc);
     release(&pv_empty[stage_of(n_tiles - 1)]);
@@ -613,7 +621,7 @@ __global__ void __launch_bounds__(rime_ws::kThreads, 1) sdpa_ws_fwd(const __grid
                                       : nullptr;
   attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
       p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && q_tile == int(gridDim.x) - 1, ctid, 128, stage,
-      4 + cw);
+      kOwnBar + cw);
 }
 
 }  // namespace rime_dev

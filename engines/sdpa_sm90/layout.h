@@ -6,11 +6,24 @@
 
 namespace rime_ws {
 
-// A CTA is three warpgroups: warpgroup 0 produces (TMA loads of K and V; for FP8 also the transpose of V), and
-// warpgroups 1 and 2 consume, 64 query rows each, in ping-pong.
-constexpr int kThreads = 384;
-constexpr int kConsumers = 2;
-constexpr int kTileQ = 64 * kConsumers;  // packed rows per CTA
+// A CTA is one producer warpgroup (warpgroup 0: TMA loads of K and V; for FP8 also the transpose of V) and two
+// or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
+// picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
+// (the v10 profile found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible warps per
+// scheduler, docs/perf.md); it leaves each consumer 152 registers (below), which hold O (64 for D_v 128), S of
+// 64 keys (32) and P, so three consumers take 64-key tiles (128 for D 64, whose O is 32 registers). FP8 only:
+// a 16-bit consumer's P is twice as many registers.
+RIME_HOST_DEVICE constexpr bool three_consumers_fit(int elem_bytes, int d_qk, int d_v) {
+  return elem_bytes == 1 && d_qk <= 192 && d_v <= 128;
+}
+RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
+RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
+// Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
+// consumers take the rest of the 64K register file (multiples of 8).
+constexpr int kProducerRegs = 56;
+RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers) {
+  return (65536 / 128 - kProducerRegs) / n_consumers / 8 * 8;  // 224 for two, 152 for three
+}
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
 // 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf.md, v8): the TMA is not what the
@@ -23,8 +36,11 @@ constexpr int kStages = 2;
 // more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
 // D 128 measured 2-7% slower than 128: docs/perf.md, v10).
-RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d) {
-  return d == 256 ? 64 : elem_bytes == 1 && d == 64 ? 256 : 128;
+RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
+  return n_consumers == 3 ? (d == 64 ? 128 : 64)
+         : d == 256                         ? 64
+         : elem_bytes == 1 && d == 64       ? 256
+                                            : 128;
 }
 
 // floor(log2(x)) for x >= 1: a paged tile's box is min(page_size, tile_kv) keys, both powers of two.
@@ -36,8 +52,8 @@ RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor
 RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) { return bytes_per_row % 128 == 0 ? 128 : 64; }
 
 // Shared memory, byte offsets from the 1024-byte-aligned base (the 128-byte swizzle's atoms are 1024 bytes):
-// Q (kTileQ rows), kStages K and V tiles, for FP8 kStages V^T tiles (D rows of tile_kv keys), the mbarriers,
-// then for block-scaled O the staging area of the two consumers' epilogues when it fits. `total` includes the
+// Q (tile_q rows), kStages K and V tiles, for FP8 kStages V^T tiles (D rows of tile_kv keys), the mbarriers,
+// then for block-scaled O the staging area of the consumers' epilogues when it fits. `total` includes the
 // 1024 bytes the kernel uses to align the dynamic base.
 struct Smem {
   int q, k, v, vt, barriers, stage, total;
@@ -45,14 +61,15 @@ struct Smem {
   bool staged_epilogue;
 };
 RIME_HOST_DEVICE constexpr int align1024(int x) { return (x + 1023) / 1024 * 1024; }
-RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, bool fp8, bool block_scaled_o, int smem_limit) {
+RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_consumers, bool fp8, bool block_scaled_o,
+                                     int smem_limit) {
   Smem s{};
-  const int n = tile_kv(elem_bytes, d_qk);
+  const int n = tile_kv(elem_bytes, d_qk, n_consumers);
   s.k_stage_bytes = n * d_qk * elem_bytes;
   s.v_stage_bytes = n * d_v * elem_bytes;
   s.vt_stage_bytes = fp8 ? d_v * n : 0;
   s.q = 0;
-  s.k = align1024(s.q + kTileQ * d_qk * elem_bytes);
+  s.k = align1024(s.q + tile_q(n_consumers) * d_qk * elem_bytes);
   s.v = align1024(s.k + kStages * s.k_stage_bytes);
   s.vt = align1024(s.v + kStages * s.v_stage_bytes);
   s.barriers = align1024(s.vt + kStages * s.vt_stage_bytes);
@@ -61,8 +78,8 @@ RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, bool fp8
   // 64 row records of 24 bytes per consumer.
   s.stage_bytes_per_consumer = 64 * (d_v + 4) * 4 + 64 * 24;
   s.stage = align1024(end);
-  s.staged_epilogue = block_scaled_o && s.stage + kConsumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
-  s.total = (s.staged_epilogue ? s.stage + kConsumers * s.stage_bytes_per_consumer : end) + 1024;
+  s.staged_epilogue = block_scaled_o && s.stage + n_consumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
+  s.total = (s.staged_epilogue ? s.stage + n_consumers * s.stage_bytes_per_consumer : end) + 1024;
   return s;
 }
 
