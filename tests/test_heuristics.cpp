@@ -190,12 +190,14 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(128 * (rime_ws::kProducerRegs + 3 * rime_ws::consumer_regs(3)) <= 65536);
   CHECK(rime_ws::consumer_regs(2) == 224);
   CHECK(rime_ws::consumer_regs(3) == 152);
-  CHECK(rime_ws::three_consumers_fit(1, 128, 128));
-  CHECK(rime_ws::three_consumers_fit(1, 192, 128));
-  CHECK_FALSE(rime_ws::three_consumers_fit(1, 256, 256));
-  CHECK_FALSE(rime_ws::three_consumers_fit(2, 128, 128));
+  CHECK(rime_ws::three_consumers_fit(128, 128));
+  CHECK(rime_ws::three_consumers_fit(192, 128));
+  CHECK(rime_ws::three_consumers_fit(64, 64));
+  CHECK_FALSE(rime_ws::three_consumers_fit(256, 256));
   CHECK(rime_ws::tile_kv(1, 128, 3) == 64);
   CHECK(rime_ws::tile_kv(1, 64, 3) == 128);
+  CHECK(rime_ws::tile_kv(2, 64, 3) == 64);
+  CHECK(rime_ws::tile_kv(2, 128, 3) == 64);
   CHECK(rime_ws::tile_kv(1, 128, 2) == 128);
   CHECK(rime_ws::tile_kv(1, 64, 2) == 256);
   // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys, the barriers.

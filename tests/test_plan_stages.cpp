@@ -307,10 +307,10 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
   CHECK(p->decision.tile == TileShape{128, 64});
   Decision d{"sdpa_f16_sm90", {128, 64}, 1, "", "", {}};
   CHECK(derive(pinned, d).status().message() ==
-        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 for D 64");
+        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x64 for D 64");
 }
 
-TEST_CASE("the warp-specialized engine gives unmasked FP8 graphs three consumers where the waves favour them",
+TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers where the waves favour them",
           "[choose]") {
   auto tile_of = [](const json& doc) {
     Facts f = facts_of(doc);
@@ -340,6 +340,24 @@ TEST_CASE("the warp-specialized engine gives unmasked FP8 graphs three consumers
   const Decision causal = tile_of(shaped(1, 32, 16384, 128, true));
   CHECK(causal.tile == TileShape{128, 128});
   CHECK(has(causal.tile_reason, "a causal or window mask"));
+  // D 256 (O of 128 registers per consumer thread) keeps two.
+  CHECK(tile_of(shaped(1, 32, 16384, 256, false)).tile == TileShape{128, 64});
+  // 16-bit inputs: the same rule, 64-key tiles also at D 64.
+  json bf16 = example_json("bf16_causal_sink");  // made B1 H32 S16384 D 64, no mask
+  for (json& t : bf16["tensors"]) {
+    const std::string name = t["name"];
+    if (name == "sink") t["dims"] = {1, 32, 1, 1};
+    else t["dims"] = {1, 32, 16384, name == "Stats" ? 1 : 64};
+    t.erase("strides");
+  }
+  bf16["op"]["attributes"].erase("causal");
+  bf16["op"]["attributes"].erase("alignment");
+  Facts f16 = facts_of(bf16);
+  Result<Config> c16 = choose(f16, match(f16));
+  INFO(c16.status().to_string());
+  REQUIRE(c16.ok());
+  CHECK(c16->decision.row_id == "sdpa_f16_sm90");
+  CHECK(c16->decision.tile == TileShape{192, 64});
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {

@@ -19,22 +19,24 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Consumer warpgroups per CTA (two or three, rime_ws layout.h), and why. Three where they fit and the graph has
 // no causal or window mask, when the row tiles' waves say the grid of 192-row CTAs (one per SM) finishes sooner
-// than that of 128-row ones. A 192-row CTA's time per row relative to a 128-row one's, measured on the H200
-// (docs/perf.md, v13: two A/B calls over the FP8 prefill rows, each ratio divided by the rows' wave ratio):
-// 0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.965-0.98 at D 128, about 1.0 at
-// D_qk 192 (left at two). With a causal mask three consumers measured 6% slower (B4 H32 S4096 D 128: more
-// diagonal tiles of 64 keys, each masked), so masked graphs keep two.
+// than that of 128-row ones. The time per row of a 192-row CTA relative to a 128-row one's, measured on the H200
+// (docs/perf.md, v13: A/B calls over the prefill rows, each time ratio divided by the rows' wave ratio):
+//   FP8:    0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.92-0.98 at D 128, 0.99 at D_qk 192
+//           (left at two);
+//   16-bit: 0.97 at D 64, 0.92-0.98 at D 128 (taken as 0.95), 0.97 at D_qk 192.
+// With a causal mask three consumers measured 6% slower (FP8 B4 H32 S4096 D 128: more diagonal tiles of 64 keys,
+// each masked), so masked graphs keep two.
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
 };
 ConsumerChoice consumers_of(const Facts& f) {
-  const int eb = elem_bytes(f);
-  if (!rime_ws::three_consumers_fit(eb, static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
-    return {2, "two consumer warpgroups (three fit FP8 with D_qk <= 192 and D_v <= 128 only)"};
+  if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
+    return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
   if (f.mask.causal || f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a causal or window mask: three measured slower)"};
-  const double time_per_row = f.D_qk == 64 ? 0.86 : f.D_qk == 128 && f.D_v == 128 ? 0.97 : 1.0;
+  const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;
+  const double time_per_row = f.is_fp8 ? (d64 ? 0.86 : d128 ? 0.97 : 1.0) : (d64 ? 0.97 : d128 ? 0.95 : 0.97);
   if (time_per_row >= 1.0) return {2, "two consumer warpgroups (three measured no faster at these head dims)"};
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two =
@@ -60,8 +62,7 @@ TileShape tile_of(const Facts& f, int n_consumers) {
 // The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
 int consumers_of_tile(const Facts& f, TileShape t) {
   for (int n : {2, 3})
-    if (t == tile_of(f, n) && (n == 2 || rime_ws::three_consumers_fit(elem_bytes(f), static_cast<int>(f.D_qk),
-                                                                       static_cast<int>(f.D_v))))
+    if (t == tile_of(f, n) && (n == 2 || rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v))))
       return n;
   return 0;
 }
@@ -104,7 +105,7 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
 // "128x128", or "128x128 or 192x64" where three consumers fit.
 std::string tiles_of(const Facts& f) {
   auto str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
-  const bool three = rime_ws::three_consumers_fit(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
+  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
   return three ? str(tile_of(f, 2)) + " or " + str(tile_of(f, 3)) : str(tile_of(f, 2));
 }
 

@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
   const SdpaParams& p = params.p;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr int kEB = kFp8 ? 1 : 2;
-  static_assert(kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kEB, kDqk, kDv)), "consumer warpgroups");
+  static_assert(kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   constexpr int kTileQ = rime_ws::tile_q(kC);
   constexpr int kN = rime_ws::tile_kv(kEB, kDqk, kC);
   constexpr int kNT = kN / 8, kDT = kDv / 8;

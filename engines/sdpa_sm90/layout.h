@@ -11,11 +11,9 @@ namespace rime_ws {
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
 // (the v10 profile found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible warps per
 // scheduler, docs/perf.md); it leaves each consumer 152 registers (below), which hold O (64 for D_v 128), S of
-// 64 keys (32) and P, so three consumers take 64-key tiles (128 for D 64, whose O is 32 registers). FP8 only:
-// a 16-bit consumer's P is twice as many registers.
-RIME_HOST_DEVICE constexpr bool three_consumers_fit(int elem_bytes, int d_qk, int d_v) {
-  return elem_bytes == 1 && d_qk <= 192 && d_v <= 128;
-}
+// 64 keys (32) and P, so three consumers take 64-key tiles (128 for FP8 D 64, whose O is 32 registers and P 16;
+// a 16-bit D 64 consumer with 128 keys spilled 48 bytes per ptxas). D_v 256 (O of 128 registers) keeps two.
+RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
@@ -37,7 +35,7 @@ constexpr int kStages = 2;
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
 // D 128 measured 2-7% slower than 128: docs/perf.md, v10).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
-  return n_consumers == 3 ? (d == 64 ? 128 : 64)
+  return n_consumers == 3 ? (elem_bytes == 1 && d == 64 ? 128 : 64)
          : d == 256                         ? 64
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;

@@ -99,11 +99,11 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (split) a.split_kv = split;
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
-  // kSm90Ws: half of the FP8 draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 at
-  // D 64), which its heuristic gives only to large unmasked grids. A generator of its own keeps the other fields
-  // of each seed's draw what they were.
-  if (ws && fp8 && D_v <= 128 && std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 2 == 1)
-    a.tile = TileShape{192, D == 64 ? 128 : 64};
+  // kSm90Ws: half of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for
+  // FP8 D 64), which its heuristic gives only to large unmasked grids. A generator of its own keeps the other
+  // fields of each seed's draw what they were.
+  if (ws && D_v <= 128 && std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 2 == 1)
+    a.tile = TileShape{192, fp8 && D == 64 ? 128 : 64};
   a.padding_mask = padding;
   a.generate_stats = stats;
 
