@@ -61,9 +61,9 @@ TileShape tile_of(const Facts& f, int n_consumers) {
 
 // The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
 int consumers_of_tile(const Facts& f, TileShape t) {
+  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
   for (int n : {2, 3})
-    if (t == tile_of(f, n) && (n == 2 || rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v))))
-      return n;
+    if (t == tile_of(f, n) && (n == 2 || three)) return n;
   return 0;
 }
 
@@ -118,9 +118,9 @@ class SdpaSm90Ws final : public Engine {
                                      to_string(f.q().dtype), f.D_qk, c.reason, t.kv);
     if (f.pinned_tile) {
       if (consumers_of_tile(f, *f.pinned_tile) == 0)
-        return Status(StatusCode::NotSupported, fmt::format("row {}: the pinned tile {}x{} is not this engine's {} for {} D {}",
-                                                            row.id, f.pinned_tile->q, f.pinned_tile->kv, tiles_of(f),
-                                                            to_string(f.q().dtype), f.D_qk));
+        return Status(StatusCode::NotSupported,
+                      fmt::format("row {}: the pinned tile {}x{} is not this engine's {} for {} D {}", row.id,
+                                  f.pinned_tile->q, f.pinned_tile->kv, tiles_of(f), to_string(f.q().dtype), f.D_qk));
       t = *f.pinned_tile;
       reason = "pinned by the graph";
     }

@@ -10,12 +10,12 @@
 //     register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is used
 //     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding,
 //     for the producer to zero the rows past the valid length and signal pv_full.
-//   consumers (warpgroups 1 .. kC, 224 registers for two, 152 for three): 64 rows each. Per KV tile j a consumer issues S(j) = Q K_j^T
-//     and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online softmax on it, waits for P.V,
-//     rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of the softmax's block, so the
-//     exponentials do not overlap this consumer's own P.V; holding the wait below them measured slower:
-//     docs/perf.md, v7.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named barrier per consumer's
-//     turn, ping-pong), so one's softmax runs while another's wgmmas use the tensor cores.
+//   consumers (warpgroups 1 .. kC, 224 registers for two, 152 for three): 64 rows each. Per KV tile j a
+//     consumer issues S(j) = Q K_j^T and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online
+//     softmax on it, waits for P.V, rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of
+//     the softmax's block, so the exponentials do not overlap this consumer's own P.V; holding the wait below
+//     them measured slower: docs/perf.md, v7.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named
+//     barrier per consumer's turn, ping-pong), so one's softmax runs while another's wgmmas use the tensor cores.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. The epilogue (normalisation, sink, Stats, Amax, every O format, split partials) is common/attention.cuh's.
 //
