@@ -186,10 +186,15 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_ws::threads(2) == 384);
   CHECK(rime_ws::threads(3) == 512);
   // setmaxnreg: the producer's 56 registers and the consumers' share fill the 64K register file.
-  CHECK(128 * (rime_ws::kProducerRegs + 2 * rime_ws::consumer_regs(2)) <= 65536);
-  CHECK(128 * (rime_ws::kProducerRegs + 3 * rime_ws::consumer_regs(3)) <= 65536);
-  CHECK(rime_ws::consumer_regs(2) == 224);
-  CHECK(rime_ws::consumer_regs(3) == 152);
+  for (bool fp8 : {false, true}) {
+    CHECK(128 * (rime_ws::producer_regs(2, fp8) + 2 * rime_ws::consumer_regs(2, fp8)) <= 65536);
+    CHECK(128 * (rime_ws::producer_regs(3, fp8) + 3 * rime_ws::consumer_regs(3, fp8)) <= 65536);
+    CHECK(2 * 128 * (rime_ws::producer_regs(1, fp8) + rime_ws::consumer_regs(1, fp8)) <= 65536);  // 2 CTAs per SM
+    CHECK(rime_ws::consumer_regs(2, fp8) == 224);
+    CHECK(rime_ws::consumer_regs(3, fp8) == 152);
+  }
+  CHECK(rime_ws::consumer_regs(1, true) == 184);
+  CHECK(rime_ws::consumer_regs(1, false) == 200);
   CHECK(rime_ws::three_consumers_fit(128, 128));
   CHECK(rime_ws::three_consumers_fit(192, 128));
   CHECK(rime_ws::three_consumers_fit(64, 64));

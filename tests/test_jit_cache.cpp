@@ -572,7 +572,7 @@ TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
   // A row that declines the graph.
   Status row = load_edited([](nlohmann::json& e) { e["decision"]["row"] = "sdpa_fp8_sm90"; });
   CHECK(row.code() == StatusCode::NotSupported);
-  CHECK(has(row, "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64"));
+  CHECK(has(row, "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32"));
   // Another kernel recorded for a stage, and another key.
   CHECK(load_edited([](nlohmann::json& e) {
           e["derived"]["stages"][0]["name_expression"] = "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 16, 32, 0>";

@@ -163,7 +163,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     // Decode leaves its 128-row tiles empty: the mma.sync engine runs it.
     Facts decode = facts_of(example_json("fp8_decode_gqa"));
     CHECK(verdict_of(match(decode), "sdpa_fp8_sm90").reason ==
-          "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64: its row tiles would run mostly empty");
+          "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32: its row tiles would run mostly empty");
     // wgmma needs the arch-specific target.
     Facts plain = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_90", 132).value());
     CHECK(has(verdict_of(match(plain), "sdpa_fp8_sm90").reason, "is not sm_90a"));
@@ -307,7 +307,7 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
   CHECK(p->decision.tile == TileShape{128, 64});
   Decision d{"sdpa_f16_sm90", {128, 64}, 1, "", "", {}};
   CHECK(derive(pinned, d).status().message() ==
-        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x64 for D 64");
+        "row sdpa_f16_sm90: tile 128x64 is not this engine's 64x128, 128x128 or 192x64 for D 64");
 }
 
 TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers where the waves favour them",
@@ -416,7 +416,7 @@ TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]"
   CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: tile 32x64 not in {16x32, 16x64, 32x32, 64x64, 128x64}");
   d = c->decision;
   d.row_id = "sdpa_fp8_sm90";  // declines decode
-  CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 64"));
+  CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32"));
   d.row_id = "combine";
   CHECK(derive(f, d).status().message() == "no attention row 'combine'");
   d.row_id = "no_such_row";

@@ -31,6 +31,10 @@ struct ConsumerChoice {
   std::string reason;
 };
 ConsumerChoice consumers_of(const Facts& f) {
+  // Experiment (branch exp/ws-one-consumer, not timed): decode-sized row counts (a multi-token decode's S_q x
+  // group <= 64) on one 64-row consumer, two CTAs per SM.
+  if (f.S_q * f.group <= 64 && rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
+    return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
     return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
   if (f.mask.causal || f.mask.window_left || f.mask.band_right)
@@ -62,7 +66,7 @@ TileShape tile_of(const Facts& f, int n_consumers) {
 // The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
 int consumers_of_tile(const Facts& f, TileShape t) {
   const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
-  for (int n : {2, 3})
+  for (int n : {1, 2, 3})
     if (t == tile_of(f, n) && (n == 2 || three)) return n;
   return 0;
 }
@@ -106,7 +110,7 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
 std::string tiles_of(const Facts& f) {
   auto str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
   const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
-  return three ? str(tile_of(f, 2)) + " or " + str(tile_of(f, 3)) : str(tile_of(f, 2));
+  return three ? str(tile_of(f, 1)) + ", " + str(tile_of(f, 2)) + " or " + str(tile_of(f, 3)) : str(tile_of(f, 2));
 }
 
 class SdpaSm90Ws final : public Engine {
@@ -134,7 +138,7 @@ class SdpaSm90Ws final : public Engine {
 
   TileGeometry geometry(const Facts& f, TileShape t) const override {
     TileGeometry g;
-    const int n = std::max(consumers_of_tile(f, t), 2);
+    const int n = std::max(consumers_of_tile(f, t), 1);
     g.packed_rows = f.S_q * f.group;
     g.q_tiles = ceil_div(g.packed_rows, t.q);
     g.kv_tiles = ceil_div(f.S_kv, t.kv);

@@ -255,12 +255,12 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
 // kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
 // kC: consumer warpgroups (2 or 3; rime_ws::three_consumers_fit says where 3 fit).
 template <int kIn, int kOut, int kDqk, int kDv, int kFeatures, int kC>
-__global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
+__global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
   using namespace ws;
   const SdpaParams& p = params.p;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr int kEB = kFp8 ? 1 : 2;
-  static_assert(kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
+  static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   constexpr int kTileQ = rime_ws::tile_q(kC);
   constexpr int kN = rime_ws::tile_kv(kEB, kDqk, kC);
   constexpr int kNT = kN / 8, kDT = kDv / 8;
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
 
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(rime_ws::kProducerRegs) : "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(rime_ws::producer_regs(kC, kFp8)) : "memory");
     const int ptid = tid;
     const bool issuer = ptid == 0;
     if (issuer) {
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
   }
 
   // ---- consumers --------------------------------------------------------------------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(rime_ws::consumer_regs(kC)) : "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(rime_ws::consumer_regs(kC, kFp8)) : "memory");
   const int cw = wg - 1;                      // consumer 0 .. kC - 1
   const int ctid = tid - 128 * wg;            // thread within the consumer warpgroup
   const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
@@ -566,14 +566,16 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
   };
 
   if (n_tiles > 0) {
-    if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
+    if constexpr (kC > 1) {  // one consumer takes no turns
+      if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
+    }
     // Tile 0: S only.
-    named_sync(my_bar, 256);
+    if constexpr (kC > 1) named_sync(my_bar, 256);
     mbar_wait(&k_full[0], 0);
     wgmma_fence_all();
     issue_qk(0);
     wgmma_commit_group();
-    named_arrive(next_bar, 256);
+    if constexpr (kC > 1) named_arrive(next_bar, 256);
     wgmma_wait_group<0>();
     fence_operands(s);
     release(&k_empty[0]);
@@ -583,7 +585,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
       pack_p();
     }
     for (int j = 1; j < n_tiles; ++j) {
-      named_sync(my_bar, 256);
+      if constexpr (kC > 1) named_sync(my_bar, 256);
       mbar_wait(&k_full[stage_of(j)], phase_of(j));
       wgmma_fence_all();
       issue_qk(j);
@@ -591,7 +593,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
       mbar_wait(&pv_ready[stage_of(j - 1)], phase_of(j - 1));
       issue_pv(j - 1);
       wgmma_commit_group();
-      named_arrive(next_bar, 256);
+      if constexpr (kC > 1) named_arrive(next_bar, 256);
       wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
       fence_operands(s);
       release(&k_empty[stage_of(j)]);
@@ -604,14 +606,16 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), 1) sdpa_ws_fwd(const __g
       pack_p();
     }
     // The last P.V.
-    named_sync(my_bar, 256);
+    if constexpr (kC > 1) named_sync(my_bar, 256);
     mbar_wait(&pv_ready[stage_of(n_tiles - 1)], phase_of(n_tiles - 1));
     wgmma_fence_all();
     issue_pv(n_tiles - 1);
     wgmma_commit_group();
     // The last consumer's last turn has no successor to wake. (Two consumers: the earlier kernel's test, which keeps
     // its SASS identical; see kTurnBar.)
-    if (kC == 2 ? cw == 0 : cw != kC - 1) named_arrive(next_bar, 256);
+    if (kC == 2 ? cw == 0 : cw != kC - 1) {
+      if constexpr (kC > 1) named_arrive(next_bar, 256);
+    }
     wgmma_wait_group<0>();
     fence_operands(o_acc);
     release(&pv_empty[stage_of(n_tiles - 1)]);

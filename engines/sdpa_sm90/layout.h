@@ -15,12 +15,21 @@ namespace rime_ws {
 // a 16-bit D 64 consumer with 128 keys spilled 48 bytes per ptxas). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
+// One consumer (decode-sized row counts, experiment): 256 threads, two CTAs per SM, which then take turns at the
+// tensor cores as two consumers of one CTA do.
+RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers) { return n_consumers == 1 ? 2 : 1; }
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
 // consumers take the rest of the 64K register file (multiples of 8).
 constexpr int kProducerRegs = 56;
-RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers) {
-  return (65536 / 128 - kProducerRegs) / n_consumers / 8 * 8;  // 224 for two, 152 for three
+// One FP8 consumer: 72 for the producer (at 56 and 64, under the 128-register launch cap of two CTAs per SM, ptxas
+// spilled 24-72 bytes in the producer's transpose), 184 for the consumer; a 16-bit producer only issues loads
+// (56), and its consumer, whose P is twice as many registers, takes 200.
+RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8) {
+  return n_consumers == 1 && fp8 ? 72 : kProducerRegs;
+}
+RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8) {
+  return (65536 / ctas_per_sm(n_consumers) / 128 - producer_regs(n_consumers, fp8)) / n_consumers / 8 * 8;
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
@@ -35,7 +44,8 @@ constexpr int kStages = 2;
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
 // D 128 measured 2-7% slower than 128: docs/perf.md, v10).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
-  return n_consumers == 3 ? (elem_bytes == 1 && d == 64 ? 128 : 64)
+  return n_consumers == 1 ? (d == 256 ? 64 : 128)
+         : n_consumers == 3 ? (elem_bytes == 1 && d == 64 ? 128 : 64)
          : d == 256                         ? 64
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;
