@@ -33,7 +33,7 @@ struct ConsumerChoice {
 ConsumerChoice consumers_of(const Facts& f) {
   // Experiment (branch exp/ws-one-consumer, not timed): decode-sized row counts (a multi-token decode's S_q x
   // group <= 64) on one 64-row consumer, two CTAs per SM.
-  if (f.S_q * f.group <= 64 && rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
+  if (f.is_fp8 && f.S_q * f.group <= 64 && rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
     return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
