@@ -31,6 +31,9 @@ struct TileGeometry {
   int64_t kv_tiles = 0;     // KV tiles a row tile walks, unsplit and unmasked
   int64_t threads = 0;      // per CTA
   int64_t smem_bytes = 0;   // dynamic shared memory per CTA
+  // CTAs one SM holds at once where the engine's launch bounds say (its kernels' registers per thread); 0: the
+  // heuristics derive it from threads and shared memory, assuming the 255-register worst case.
+  int ctas_per_sm = 0;
 };
 
 // The caller's device memory for one execute: buffers by tensor uid (check_bindings has verified them) and the

@@ -144,6 +144,7 @@ class SdpaSm90Ws final : public Engine {
     g.kv_tiles = ceil_div(f.S_kv, t.kv);
     g.threads = rime_ws::threads(n);
     g.smem_bytes = smem_of(f, n, false).total;
+    g.ctas_per_sm = rime_ws::ctas_per_sm(n);  // the kernel's launch bounds: setmaxnreg shares the file by them
     return g;
   }
 
