@@ -31,8 +31,8 @@ struct ConsumerChoice {
   std::string reason;
 };
 ConsumerChoice consumers_of(const Facts& f) {
-  // Experiment (branch exp/ws-one-consumer, not timed): decode-sized row counts (a multi-token decode's S_q x
-  // group <= 64) on one 64-row consumer, two CTAs per SM.
+  // At most 64 packed rows (a multi-token decode's S_q x group): one 64-row consumer, two CTAs per SM
+  // (rime_ws::ctas_per_sm). FP8 only: the 16-bit row lists no 64-row tile (not measured).
   if (f.is_fp8 && f.S_q * f.group <= 64 && rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))

@@ -1,9 +1,9 @@
 // sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256, and D_qk 192
 // with D_v 128 (MLA-style prefill).
 //
-// A CTA owns 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as in
-// the other engines) and is one producer and kC = 2 or 3 consumer warpgroups:
-//   producer (warpgroup 0, 56 registers after setmaxnreg): one thread issues TMA loads of K and V tiles into a
+// A CTA owns 64, 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as
+// in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM):
+//   producer (warpgroup 0, 56 registers after setmaxnreg, 72 for one FP8 consumer): one thread issues TMA loads of K and V tiles into a
 //     ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty, v_full) (paged K/V: one box per
 //     page, the first warp's lanes loading the tile's page ids); for FP8 all 128 threads
 //     then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix), keys in P's
@@ -253,7 +253,7 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
 }  // namespace ws
 
 // kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
-// kC: consumer warpgroups (2 or 3; rime_ws::three_consumers_fit says where 3 fit).
+// kC: consumer warpgroups (1, 2 or 3; rime_ws::three_consumers_fit says where 1 and 3 fit).
 template <int kIn, int kOut, int kDqk, int kDv, int kFeatures, int kC>
 __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
   using namespace ws;

@@ -6,8 +6,8 @@
 
 namespace rime_ws {
 
-// A CTA is one producer warpgroup (warpgroup 0: TMA loads of K and V; for FP8 also the transpose of V) and two
-// or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
+// A CTA is one producer warpgroup (warpgroup 0: TMA loads of K and V; for FP8 also the transpose of V) and one,
+// two or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
 // (the v10 profile found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible warps per
 // scheduler, docs/perf.md); it leaves each consumer 152 registers (below), which hold O (64 for D_v 128), S of
@@ -15,8 +15,10 @@ namespace rime_ws {
 // a 16-bit D 64 consumer with 128 keys spilled 48 bytes per ptxas). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
-// One consumer (decode-sized row counts, experiment): 256 threads, two CTAs per SM, which then take turns at the
-// tensor cores as two consumers of one CTA do.
+// One consumer (FP8 graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
+// two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
+// consumers would idle one (measured on the 8-token paged decode: 0.75x the time of the mma.sync 32x32 tile that
+// served it; docs/perf.md, session 12).
 RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers) { return n_consumers == 1 ? 2 : 1; }
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
@@ -42,7 +44,8 @@ constexpr int kStages = 2;
 // 128 keys on the bench row); 64 for D 256, where a consumer's O (128 registers per thread) and S of 128 keys (64
 // more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
-// D 128 measured 2-7% slower than 128: docs/perf.md, v10).
+// D 128 measured 2-7% slower than 128: docs/perf.md, v10). One consumer: 128 keys (two CTAs of it share the
+// SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
   return n_consumers == 1 ? (d == 256 ? 64 : 128)
          : n_consumers == 3 ? (elem_bytes == 1 && d == 64 ? 128 : 64)
