@@ -307,7 +307,7 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
   CHECK(p->decision.tile == TileShape{128, 64});
   Decision d{"sdpa_f16_sm90", {128, 64}, 1, "", "", {}};
   CHECK(derive(pinned, d).status().message() ==
-        "row sdpa_f16_sm90: tile 128x64 is not this engine's 64x128, 128x128 or 192x64 for D 64");
+        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x64 for D 64");
 }
 
 TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers where the waves favour them",
@@ -358,6 +358,34 @@ TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers whe
   REQUIRE(c16.ok());
   CHECK(c16->decision.row_id == "sdpa_f16_sm90");
   CHECK(c16->decision.tile == TileShape{192, 64});
+}
+
+TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warpgroup, two CTAs per SM",
+          "[choose]") {
+  json doc = example_json("fp8_paged_multitoken_decode");  // B 4, H 32 / 8, 4 tokens: made 8 (32 packed rows)
+  for (json& t : doc["tensors"])
+    if (t["name"] == "Q" || t["name"] == "O" || t["name"] == "Stats") {
+      t["dims"][2] = 8;
+      t.erase("strides");
+    }
+  Facts f = facts_of(doc);
+  Result<Config> c = choose(f, match(f));
+  INFO(c.status().to_string());
+  REQUIRE(c.ok());
+  CHECK(c->decision.row_id == "sdpa_fp8_sm90");
+  CHECK(c->decision.tile == TileShape{64, 128});
+  CHECK(has(c->decision.tile_reason, "one consumer warpgroup"));
+  REQUIRE(!c->derived.stages.empty());
+  CHECK(has(c->derived.stages[0].spec.name_expression, ", 1>"));
+  CHECK(c->derived.stages[0].block == 256);
+  // The split candidates' waves count two CTAs per SM: 4 x 8 CTAs unsplit, 128 x 2 per wave on 132 SMs.
+  REQUIRE(!c->decision.split_candidates.empty());
+  for (const auto& cand : c->decision.split_candidates)
+    CHECK(cand.waves == (4 * 8 * int64_t{cand.split} + 2 * 132 - 1) / (2 * 132));
+  // A BF16 graph of as few rows is not this engine's (its row lists no 64-row tile).
+  Decision pinned = c->decision;
+  pinned.row_id = "sdpa_f16_sm90";
+  CHECK(!derive(f, pinned).ok());
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {

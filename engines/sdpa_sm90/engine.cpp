@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/sdpa_params.hpp"
 #include "engine.hpp"
@@ -17,9 +18,15 @@ namespace {
 int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Consumer warpgroups per CTA (two or three, rime_ws layout.h), and why. Three where they fit and the graph has
-// no causal or window mask, when the row tiles' waves say the grid of 192-row CTAs (one per SM) finishes sooner
-// than that of 128-row ones. The time per row of a 192-row CTA relative to a 128-row one's, measured on the H200
+// One consumer fits where three do (O of at most 128 columns), for FP8 only.
+bool consumer_count_fits(const Facts& f, int n) {
+  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
+  return n == 2 || (three && (n == 3 || f.is_fp8));
+}
+
+// Consumer warpgroups per CTA (one, two or three, rime_ws layout.h), and why. One for FP8 graphs of at most 64
+// packed rows (below). Three where they fit and the graph has no causal or window mask, when the row tiles' waves
+// say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones. The time per row of a 192-row CTA relative to a 128-row one's, measured on the H200
 // (docs/perf.md, v13: A/B calls over the prefill rows, each time ratio divided by the rows' wave ratio):
 //   FP8:    0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.92-0.98 at D 128, 0.99 at D_qk 192
 //           (left at two);
@@ -33,7 +40,7 @@ struct ConsumerChoice {
 ConsumerChoice consumers_of(const Facts& f) {
   // At most 64 packed rows (a multi-token decode's S_q x group): one 64-row consumer, two CTAs per SM
   // (rime_ws::ctas_per_sm). FP8 only: the 16-bit row lists no 64-row tile (not measured).
-  if (f.is_fp8 && f.S_q * f.group <= 64 && rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
+  if (f.S_q * f.group <= 64 && consumer_count_fits(f, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
     return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
@@ -65,9 +72,8 @@ TileShape tile_of(const Facts& f, int n_consumers) {
 
 // The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
 int consumers_of_tile(const Facts& f, TileShape t) {
-  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
   for (int n : {1, 2, 3})
-    if (t == tile_of(f, n) && (n == 2 || three)) return n;
+    if (t == tile_of(f, n) && consumer_count_fits(f, n)) return n;
   return 0;
 }
 
@@ -108,9 +114,12 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
 
 // "128x128", or "128x128 or 192x64" where three consumers fit.
 std::string tiles_of(const Facts& f) {
-  auto str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
-  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
-  return three ? str(tile_of(f, 1)) + ", " + str(tile_of(f, 2)) + " or " + str(tile_of(f, 3)) : str(tile_of(f, 2));
+  std::vector<std::string> tiles;
+  for (int n : {1, 2, 3})
+    if (consumer_count_fits(f, n)) tiles.push_back(fmt::format("{}x{}", tile_of(f, n).q, tile_of(f, n).kv));
+  std::string out = tiles[0];
+  for (size_t i = 1; i < tiles.size(); ++i) out += (i + 1 == tiles.size() ? " or " : ", ") + tiles[i];
+  return out;
 }
 
 class SdpaSm90Ws final : public Engine {

@@ -99,10 +99,10 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (split) a.split_kv = split;
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
-  // kSm90Ws: half of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for
-  // FP8 D 64), which its heuristic gives only to large unmasked grids. A generator of its own keeps the other
-  // fields of each seed's draw what they were.
-  // Branch exp/ws-one-consumer: FP8 draws take the one-consumer tile (64 rows, 128 keys) a third of the time.
+  // kSm90Ws: a third of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for
+  // FP8 D 64), which its heuristic gives only to large unmasked grids, and a third of the FP8 ones its
+  // one-consumer tile (64 rows, 128 keys), which it gives only to at most 64 packed rows. A generator of its own
+  // keeps the other fields of each seed's draw what they were.
   const uint64_t tile_pick = std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 3;
   if (ws && D_v <= 128 && tile_pick == 1) a.tile = TileShape{192, fp8 && D == 64 ? 128 : 64};
   if (ws && D_v <= 128 && fp8 && tile_pick == 2) a.tile = TileShape{64, 128};

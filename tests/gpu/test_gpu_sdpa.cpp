@@ -584,12 +584,14 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
     d.token_major_pages = pick({0, 1}) == 1;
     d.mask = static_cast<int>(pick({0, 1, 2}));
     d.split = static_cast<int>(pick({1, 1, 2, 8}));
-    // Half of the draws of D <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for FP8 D 64),
-    // which its heuristic gives only to large unmasked grids. A generator of its own keeps the draws above.
+    // A third of the draws of D <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for FP8 D 64),
+    // which its heuristic gives only to large unmasked grids, and a third of the FP8 ones its one-consumer tile
+    // (64 rows, 128 keys), which it gives only to at most 64 packed rows. A generator of its own keeps the draws
+    // above.
     const bool fp8 = d.in == DataType::FP8_E4M3 || d.in == DataType::FP8_E5M2;
     const int64_t tile_pick = Picker(33500 + i)({0, 1, 2});
     if (d.D <= 128 && tile_pick == 1) d.tile = TileShape{192, fp8 && d.D == 64 ? 128 : 64};
-    if (d.D <= 128 && fp8 && tile_pick == 2) d.tile = TileShape{64, 128};  // branch: the one-consumer tile
+    if (d.D <= 128 && fp8 && tile_pick == 2) d.tile = TileShape{64, 128};
     run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90_ws");
   }
   fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
