@@ -26,8 +26,9 @@ bool consumer_count_fits(const Facts& f, int n) {
 
 // Consumer warpgroups per CTA (one, two or three, rime_ws layout.h), and why. One for FP8 graphs of at most 64
 // packed rows (below). Three where they fit and the graph has no causal or window mask, when the row tiles' waves
-// say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones. The time per row of a 192-row CTA relative to a 128-row one's, measured on the H200
-// (docs/perf.md, v13: A/B calls over the prefill rows, each time ratio divided by the rows' wave ratio):
+// say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones. The time per row of a
+// 192-row CTA relative to a 128-row one's, measured on the H200 (docs/perf.md, v13: A/B calls over the prefill
+// rows, each time ratio divided by the rows' wave ratio):
 //   FP8:    0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.92-0.98 at D 128, 0.99 at D_qk 192
 //           (left at two);
 //   16-bit: 0.97 at D 64, 0.92-0.98 at D 128 (taken as 0.95), 0.97 at D_qk 192.
@@ -112,7 +113,7 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
   return Status::success();
 }
 
-// "128x128", or "128x128 or 192x64" where three consumers fit.
+// "128x128", or "64x128, 128x128 or 192x64" where one (FP8) and three consumers fit.
 std::string tiles_of(const Facts& f) {
   std::vector<std::string> tiles;
   for (int n : {1, 2, 3})
