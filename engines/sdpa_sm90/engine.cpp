@@ -43,8 +43,7 @@ ConsumerChoice consumers_of(const Facts& f) {
   // (rime_ws::ctas_per_sm). FP8 only: the 16-bit row lists no 64-row tile (not measured).
   if (f.S_q * f.group <= 64 && consumer_count_fits(f, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
-  if (!rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v)))
-    return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
+  if (!consumer_count_fits(f, 3)) return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
   if (f.mask.causal || f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a causal or window mask: three measured slower)"};
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;

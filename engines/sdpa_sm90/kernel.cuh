@@ -614,9 +614,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     wgmma_commit_group();
     // The last consumer's last turn has no successor to wake. (Two consumers: the earlier kernel's test, which keeps
     // its SASS identical; see kTurnBar.)
-    if (kC == 2 ? cw == 0 : cw != kC - 1) {
-      if constexpr (kC > 1) named_arrive(next_bar, 256);
-    }
+    if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1)) named_arrive(next_bar, 256);
     wgmma_wait_group<0>();
     fence_operands(o_acc);
     release(&pv_empty[stage_of(n_tiles - 1)]);
