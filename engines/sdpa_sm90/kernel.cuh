@@ -315,21 +315,26 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   // the pieces for_each_balanced_item gives this CTA, one after the other; `base` counts the KV tiles of the
   // pieces before, so that the ring's stages and phases run on across pieces.
   struct Work {
-    int b, h_kv, split, q_tile, kt_begin, n_tiles, base;
+    int b, h_kv, split, q_tile, row0, kt_begin, n_tiles, base;
     BatchExtent ext;
   };
   constexpr bool kBalanced = (kFeatures & RIME_F_BALANCED) != 0;
   static_assert(!kBalanced || (kC == 1 && kSplit && kPadding), "balanced: one consumer, a split decode over lengths");
-  // The grid's work, computed before the roles part (as the kernel did before it had pieces: the two-consumer
-  // kernels' SASS is sensitive to such moves, docs/perf.md v13).
-  Work grid_work{};
-  if constexpr (!kBalanced) {
-    const int q_tile = blockIdx.x, b = blockIdx.z % p.B, split = blockIdx.z / p.B;
-    const BatchExtent ext = batch_extent<kFeatures>(p, b);
-    int kt_begin, kt_end;
-    kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, q_tile * kTileQ, split, kt_begin, kt_end);
-    grid_work = Work{b, int(blockIdx.y), split, q_tile, kt_begin, kt_end - kt_begin, 0, ext};
-  }
+  // The grid's work, computed before the roles part and in the order the kernel did before it had pieces (the
+  // two-consumer kernels' SASS is sensitive to such moves, docs/perf.md v13).
+  const Work grid_work = [&]() {
+    if constexpr (kBalanced) {
+      return Work{};
+    } else {
+      const int q_tile = blockIdx.x, h_kv = blockIdx.y;
+      const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
+      const int row0 = q_tile * kTileQ;
+      const BatchExtent ext = batch_extent<kFeatures>(p, b);
+      int kt_begin, kt_end;
+      kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+      return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
+    }
+  }();
   // Balanced: the first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces of them
   // in shared memory, writing the LSE of the split slots no piece fills as it goes; then both roles run the listed
   // pieces in a plain loop (more pieces: further rounds). Running the pieces inside the walk's own loops (its
@@ -373,7 +378,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         const bool more = more_pieces != 0;
         for (int i = 0; i < n; ++i) {
           const Piece q = pieces[i];
-          run(Work{q.b, q.h_kv, q.piece, 0, q.kt_begin, q.n_tiles, base, batch_extent<kFeatures>(p, q.b)});
+          run(Work{q.b, q.h_kv, q.piece, 0, 0, q.kt_begin, q.n_tiles, base, batch_extent<kFeatures>(p, q.b)});
           base += q.n_tiles;
         }
         named_sync(kListBar, rime_ws::threads(kC));  // every thread has read the list before the next round's
@@ -520,7 +525,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
 
   auto consume = [&](const Work& w) {
     const int b = w.b, h_kv = w.h_kv, split = w.split, q_tile = w.q_tile, kt_begin = w.kt_begin, n_tiles = w.n_tiles;
-    const int row0 = q_tile * kTileQ;
+    const int row0 = w.row0;
     const BatchExtent& ext = w.ext;
     auto stage_of = [&](int j) { return (w.base + j) % kStages; };
     auto phase_of = [&](int j) { return unsigned((w.base + j) / kStages) & 1u; };
