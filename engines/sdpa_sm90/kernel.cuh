@@ -339,14 +339,26 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   // in shared memory, writing the LSE of the split slots no piece fills as it goes; then both roles run the listed
   // pieces in a plain loop (more pieces: further rounds). Running the pieces inside the walk's own loops (its
   // shuffles and early exits) made ptxas serialize every wgmma (C7520: warpgroup.arrive in a divergent path).
+  // The list lives in the kernel's scope: a __shared__ variable declared inside for_each_work (a generic lambda)
+  // is one per instantiation: the producer listed into one and the consumers read another (a hang on the H200).
+  constexpr int kMaxPieces = 16;
+  struct Piece {
+    int b, h_kv, piece, kt_begin, n_tiles;
+  };
+  struct PieceList {
+    Piece pieces[kMaxPieces];
+    int n_pieces, more_pieces;
+  };
+  PieceList* piece_list = nullptr;
+  if constexpr (kBalanced) {
+    __shared__ PieceList balanced_list;
+    piece_list = &balanced_list;
+  }
   auto for_each_work = [&](auto&& run) {
     if constexpr (kBalanced) {
-      constexpr int kMaxPieces = 16;
-      struct Piece {
-        int b, h_kv, piece, kt_begin, n_tiles;
-      };
-      __shared__ Piece pieces[kMaxPieces];
-      __shared__ int n_pieces, more_pieces;
+      Piece* pieces = piece_list->pieces;
+      int& n_pieces = piece_list->n_pieces;
+      int& more_pieces = piece_list->more_pieces;
       constexpr int kListBar = kOwnBar + kC;
       static_assert(kListBar < 16, "16 named barriers");
       int base = 0;
