@@ -407,10 +407,9 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   REQUIRE(c->derived.stages.size() == 2);
   CHECK(c->derived.stages[1].role == "combine");
   CHECK(c->derived.stages[1].grid == std::array<int64_t, 3>{8 * 32, 1, 1});
-  // One length for every sequence, FP8: balanced too (the persistent grid, as many CTAs as the GPU holds at once;
-  // 8 one-warp CTAs per SM of the H200's 132 until the plan is loaded).
-  CHECK(c->derived.stages[0].persistent);
-  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{8 * 132, 1, 1});
+  // One length for every sequence: the chunk grid, not the balanced persistent one (no spread to balance).
+  CHECK_FALSE(c->derived.stages[0].persistent);
+  CHECK(c->derived.stages[0].grid[2] == 8 * int64_t{split});
 
   doc["op"]["knobs"] = {{"split_kv", 8}, {"tile", {{"q", 64}, {"kv", 64}}}};
   Facts pinned = facts_of(doc);

@@ -131,33 +131,16 @@ __device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item
     return max(0, end - begin);
   };
   // Every warp of the CTA computes the same walk (lanes over 32 batches at a time), so all call item alike.
-  int total = 0, most = 0;  // all pairs' tiles; the most one batch's pairs have
+  int total = 0;
   for (int b0 = 0; b0 < p.B; b0 += 32) {
-    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0, m = n;
+    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0;
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-      n += __shfl_xor_sync(0xffffffffu, n, o);
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    }
+    for (int o = 16; o > 0; o /= 2) n += __shfl_xor_sync(0xffffffffu, n, o);
     total += n;
-    most = max(most, m);
   }
   total *= p.H_kv;
   const int max_tiles = (p.S_kv + kTileKv - 1) / kTileKv;
-  const int even = max((total + G - 1) / G, 1);  // the even share
-  // No pair may have more than num_splits pieces: a pair of n tiles at any offset spans at most ceil(n / W) + 1
-  // CTAs, hence W >= max_tiles / (num_splits - 1) in general. When every pair has the same `most` tiles (one
-  // length, e.g. a dense decode), pair k starts at k * most, and a W dividing `most` cuts every pair into exactly
-  // most / W pieces: the smallest such W from the even share up, if it needs no more than num_splits pieces,
-  // is as even as the grid allows (B1 H_kv 8 S_kv 128k, 32-key tiles, 1056 CTAs, split 128: 32 tiles per CTA
-  // where the general bound gives 33; B8 S_kv 32k, split 16: 64 where it gives 69).
-  int W = max(even, (max_tiles + p.num_splits - 2) / max(1, p.num_splits - 1));
-  if (total == most * p.B * p.H_kv && most > 0)
-    for (int w = even; w < W && w < even + 256; ++w)
-      if (most % w == 0 && most / w <= p.num_splits) {
-        W = w;
-        break;
-      }
+  const int W = max(max((total + G - 1) / G, (max_tiles + p.num_splits - 2) / max(1, p.num_splits - 1)), 1);
   const int lo = c * W, hi = min(lo + W, total);
   int base = 0;  // where batch b0's pairs start
   for (int b0 = 0; b0 < p.B; b0 += 32) {

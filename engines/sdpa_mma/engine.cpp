@@ -54,19 +54,16 @@ class SdpaMma final : public Engine {
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
-    // An FP8 split decode (one row tile per pair) runs balanced: a persistent grid sharing all pairs' KV tiles
-    // evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks left a long-tailed
-    // batch's last wave to its longest sequences (docs/perf.md, session 10: paged decode 3-9% faster). At one
-    // length (a dense decode) it measured 0.963x / 0.968x of the chunk grid's time at B1 S_kv 128k and 1.019x /
-    // 1.017x at B8 S_kv 32k (sessions 10 and 12), where its CTAs took 33 and 69 tiles against the grid's 32 and 64;
-    // the walk now gives equal pairs exactly the grid's share (branch exp/dense-balanced: to measure). Measured on
-    // the H200, side by side, where it was not kept: a 16-bit Q over FP8 K/V 11% slower (1.30 against 1.17 ms) and
-    // BF16 decode 18-34% slower (dense rows; the balanced kernels reach 255 registers). MXFP8 inputs: not
-    // measured, left as they were.
+    // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid
+    // sharing all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence
+    // chunks left a long-tailed batch's last wave to its longest sequences (docs/perf.md, session 10: paged decode
+    // 3-9% faster). Measured on the H200, side by side, where it was not kept: a 16-bit Q over FP8 K/V 11% slower
+    // (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels reach 255 registers), and
+    // FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured, left as they were.
     // The kernel's walk counts tiles in 32 bits: all pairs' tiles below 2^30, and CTA positions c x W below 2^31
     // for up to 32768 CTAs (W is at most the longest pair's tiles, or total / CTAs): 32768 KV tiles at most (1M
     // keys at 32 per tile); longer caches keep the chunk grid.
-    const bool balanced = split && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
+    const bool balanced = split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
                           f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so

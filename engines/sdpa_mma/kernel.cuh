@@ -543,7 +543,8 @@ __global__ void __launch_bounds__(rime_mma::threads(kTileQ)) sdpa_mma_fwd(const 
   pdl_launch_dependents();  // the combine waits for this grid's completion itself
   extern __shared__ __align__(128) u8 smem[];
   if constexpr ((kFeatures & RIME_F_BALANCED) != 0) {
-    static_assert((kFeatures & RIME_F_SPLIT) != 0, "balanced split-KV is a split");
+    static_assert((kFeatures & RIME_F_SPLIT) != 0 && (kFeatures & RIME_F_PADDING) != 0,
+                  "balanced split-KV is a split over per-sequence lengths");
     constexpr int kThreads = rime_mma::threads(kTileQ);
     constexpr bool kRaggedQ = (kFeatures & RIME_F_RAGGED_Q) != 0;
     for_each_balanced_item<kTileQ, kTileKv, (kFeatures & RIME_F_MASK) != 0, kFeatures>(
