@@ -335,12 +335,15 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
     }
   }();
-  // Balanced: the first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces of them
-  // in shared memory, writing the LSE of the split slots no piece fills as it goes; then both roles run the listed
-  // pieces in a plain loop (more pieces: further rounds). Running the pieces inside the walk's own loops (its
-  // shuffles and early exits) made ptxas serialize every wgmma (C7520: warpgroup.arrive in a divergent path).
-  // The list lives in the kernel's scope: a __shared__ variable declared inside for_each_work (a generic lambda)
-  // is one per instantiation: the producer listed into one and the consumers read another (a hang on the H200).
+  // Balanced: each role's first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces
+  // of them in the role's own list in shared memory (the producer's first warp also writes the LSE of the split
+  // slots no piece fills as it goes); then the role runs the listed pieces in a plain loop (more pieces: further
+  // rounds). Running the pieces inside the walk's own loops (its shuffles and early exits) made ptxas serialize
+  // every wgmma (C7520: warpgroup.arrive in a divergent path). One list per role, each behind the role's own named
+  // barrier: with one list behind a barrier of both roles (256 threads, met at two places in the code),
+  // compute-sanitizer's synccheck reported every consumer warp divergent at it. The lists live in the kernel's
+  // scope: a __shared__ variable declared inside for_each_work (a generic lambda) is one per instantiation, and
+  // which role reads which must not depend on that.
   constexpr int kMaxPieces = 16;
   struct Piece {
     int b, h_kv, piece, kt_begin, n_tiles;
@@ -349,51 +352,50 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     Piece pieces[kMaxPieces];
     int n_pieces, more_pieces;
   };
-  PieceList* piece_list = nullptr;
+  PieceList* piece_lists = nullptr;  // [2]: the producer's, the consumer's
   if constexpr (kBalanced) {
-    __shared__ PieceList balanced_list;
-    piece_list = &balanced_list;
+    __shared__ PieceList balanced_lists[2];
+    piece_lists = balanced_lists;
   }
   auto for_each_work = [&](auto&& run) {
     if constexpr (kBalanced) {
-      Piece* pieces = piece_list->pieces;
-      int& n_pieces = piece_list->n_pieces;
-      int& more_pieces = piece_list->more_pieces;
-      constexpr int kListBar = kOwnBar + kC;
-      static_assert(kListBar < 16, "16 named barriers");
+      const bool producer = wg == 0;
+      PieceList& list = piece_lists[producer ? 0 : 1];
+      const int rtid = tid - (producer ? 0 : 128);  // the thread within its role's warpgroup (one consumer)
+      const int list_bar = producer ? kProducerBar : kOwnBar;
       int base = 0;
       for (int first = 0;; first += kMaxPieces) {
-        if (tid < 32) {
+        if (rtid < 32) {
           int item = 0, listed = 0;
           for_each_balanced_item<kTileQ, kN, kMask, kFeatures>(
               p, [&](int b, int h_kv, int piece, int kt_begin, int kt_end, bool last_piece) {
                 const int k = item++;
                 if (k < first || k >= first + kMaxPieces) return;  // another round's
                 if (piece >= 0) {
-                  if (tid == 0) pieces[listed] = Piece{b, h_kv, piece, kt_begin, kt_end - kt_begin};
+                  if (rtid == 0) list.pieces[listed] = Piece{b, h_kv, piece, kt_begin, kt_end - kt_begin};
                   ++listed;
                 }
                 // Slots past the pair's last piece (all of them for a pair with no keys) hold no keys: LSE -inf.
-                if (last_piece) {
+                if (producer && last_piece) {
                   const BatchExtent e = batch_extent<kFeatures>(p, b);
                   for (int s = piece + 1; s < p.num_splits; ++s)
-                    write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, e, b, s, h_kv, 0, tid, 32);
+                    write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, e, b, s, h_kv, 0, rtid, 32);
                 }
               });
-          if (tid == 0) {
-            n_pieces = listed;
-            more_pieces = item > first + kMaxPieces;  // the walk has items past this round's
+          if (rtid == 0) {
+            list.n_pieces = listed;
+            list.more_pieces = item > first + kMaxPieces;  // the walk has items past this round's
           }
         }
-        named_sync(kListBar, rime_ws::threads(kC));
-        const int n = n_pieces;
-        const bool more = more_pieces != 0;
+        named_sync(list_bar, 128);
+        const int n = list.n_pieces;
+        const bool more = list.more_pieces != 0;
         for (int i = 0; i < n; ++i) {
-          const Piece q = pieces[i];
+          const Piece q = list.pieces[i];
           run(Work{q.b, q.h_kv, q.piece, 0, 0, q.kt_begin, q.n_tiles, base, batch_extent<kFeatures>(p, q.b)});
           base += q.n_tiles;
         }
-        named_sync(kListBar, rime_ws::threads(kC));  // every thread has read the list before the next round's
+        named_sync(list_bar, 128);  // every thread of the role has read the list before the next round's
         if (!more) break;
       }
     } else {

@@ -28,8 +28,8 @@ if [ "$phase" = tests ]; then
     step "many_pieces_$tool" 60 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "$many"
   done
   step examples 60 "$tests" "[examples]"
-else
   RIME_GPU_SWEEP=60 step sweep 150 "$tests" "[sweep]"
+else
   g=$root/tools/bench/graphs
   timeout 120 "$root/tools/bench/ab.sh" 5 'fp8_decode_b*' "$bin/rime_main" "$bin/rime" | tee "$out/ab_dense_decode.txt"
   for b in "$bin/rime_main" "$bin/rime"; do
