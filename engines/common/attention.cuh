@@ -108,41 +108,13 @@ __device__ __forceinline__ void write_empty_chunk_lse(const SdpaParams& p, const
   }
 }
 
-// Balanced split-KV (RIME_F_BALANCED; decode over per-sequence lengths, one row tile per (batch, kv head)): a
-// persistent grid of gridDim.x CTAs, as many as the GPU holds at once, shares the KV tiles of all (batch, kv head)
-// pairs evenly. The pairs' tiles are laid end to end (batch-major, then kv head) and CTA c takes tiles
-// [c W, (c + 1) W) of them, W = ceil(total / gridDim.x), so every CTA has the same work whatever the lengths; a
-// pair's tiles that fall to k CTAs are k pieces, piece i in split slot i of the partials (the combine's input).
-// W is at least ceil(max_tiles / (num_splits - 1)), so that no pair has more than num_splits pieces. The grid of
-// per-sequence chunks (kv_tile_range) gives each CTA at most 1 / split of its sequence: with lengths 1k-32k at
-// B 64 its CTAs run 1-64 tiles each, a third of them empty, and the last wave's stragglers leave SMs idle
-// (docs/perf.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece of
-// this CTA, in order, by every thread; a pair with no keys is called once, by the CTA whose range holds its
-// position, with piece -1 (its slots are all empty). The caller fills the slots past a pair's last piece.
-template <int kTileQ, int kTileKv, bool kMask, int kFeatures, class Item>
-__device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item&& item) {
+// One slice s of kv head h's tiles, [s W, min((s + 1) W, total)) of all batches' tiles laid end to end.
+template <class TilesOf, class Item>
+__device__ __forceinline__ void walk_balanced_slice(const SdpaParams& p, int s, int h, int slices, int W, int total,
+                                                    TilesOf& tiles_of, Item& item) {
   const int lane = threadIdx.x % 32;
-  const int G = gridDim.x, c = blockIdx.x;
-  auto tiles_of = [&](int b, int& first) {
-    const BatchExtent e = batch_extent<kFeatures>(p, b);
-    int begin, end;
-    kv_tile_range<kTileQ, kTileKv, kMask, false, true>(p, e, 0, 0, begin, end);
-    first = begin;
-    return max(0, end - begin);
-  };
-  // Every warp of the CTA computes the same walk (lanes over 32 batches at a time), so all call item alike.
-  int total = 0;
-  for (int b0 = 0; b0 < p.B; b0 += 32) {
-    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) n += __shfl_xor_sync(0xffffffffu, n, o);
-    total += n;
-  }
-  total *= p.H_kv;
-  const int max_tiles = (p.S_kv + kTileKv - 1) / kTileKv;
-  const int W = max(max((total + G - 1) / G, (max_tiles + p.num_splits - 2) / max(1, p.num_splits - 1)), 1);
-  const int lo = c * W, hi = min(lo + W, total);
-  int base = 0;  // where batch b0's pairs start
+  const int lo = s * W, hi = min(lo + W, total);
+  int base = 0;  // where batch b0's tiles start
   for (int b0 = 0; b0 < p.B; b0 += 32) {
     int first = 0;
     const int n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0;
@@ -152,30 +124,66 @@ __device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item
       const int v = __shfl_up_sync(0xffffffffu, incl, o);
       if (lane >= o) incl += v;
     }
-    const int chunk = __shfl_sync(0xffffffffu, incl, 31) * p.H_kv;
+    const int chunk = __shfl_sync(0xffffffffu, incl, 31);
     if (base + chunk >= lo) {
       for (int j = 0; j < 32 && b0 + j < p.B; ++j) {
         const int nb = __shfl_sync(0xffffffffu, n, j), kt0 = __shfl_sync(0xffffffffu, first, j);
-        const int start = base + (__shfl_sync(0xffffffffu, incl, j) - nb) * p.H_kv;
-        if (start >= lo + W && c < G - 1) return;  // the rest is other CTAs'
+        const int start = base + __shfl_sync(0xffffffffu, incl, j) - nb;
+        if (start >= lo + W && s < slices - 1) return;  // the rest is other slices'
         const int b = b0 + j;
         if (nb == 0) {
-          if (min(start / W, G - 1) == c)
-            for (int h = 0; h < p.H_kv; ++h) item(b, h, -1, 0, 0, true);
+          if (min(start / W, slices - 1) == s) item(b, h, -1, 0, 0, true);
           continue;
         }
-        const int h_lo = start >= lo ? 0 : (lo - start) / nb;
-        const int h_hi = min(p.H_kv, (hi - start + nb - 1) / nb);
-        for (int h = h_lo; h < h_hi; ++h) {
-          const int s0 = start + h * nb, s1 = s0 + nb;
-          const int from = max(lo, s0), to = min(hi, s1);
-          if (from >= to) continue;
-          item(b, h, c - s0 / W, kt0 + from - s0, kt0 + to - s0, (s1 - 1) / W == c);
-        }
+        const int from = max(lo, start), to = min(hi, start + nb);
+        if (from >= to) continue;
+        item(b, h, s - start / W, kt0 + from - start, kt0 + to - start, (start + nb - 1) / W == s);
       }
     }
     base += chunk;
   }
+}
+
+// Balanced split-KV (RIME_F_BALANCED; decode over per-sequence lengths, one row tile per (batch, kv head)): a
+// persistent grid of gridDim.x CTAs, as many as the GPU holds at once, shares the KV tiles of all (batch, kv head)
+// pairs evenly. CTA c serves kv head c % H_kv; the CTAs of one head lay the batches' tiles end to end and CTA c takes
+// tiles [s W, (s + 1) W) of them, s = c / H_kv, W = ceil(total / slices), slices = gridDim.x / H_kv (CTAs past slices x
+// H_kv have no work; a grid of fewer CTAs than kv heads runs several (slice, head) each), so every CTA has the same
+// work whatever the lengths and the H_kv CTAs of one slice read the same keys of every head at about the same time:
+// with K/V pools [pages][page_size][H_kv][D] they read neighbouring 128-byte rows of the same pages (the order
+// batch-major, then head, which gave each CTA its own pairs, made the 8-token paged decode read 1.5x the DRAM bytes for
+// the same L2 traffic, ncu, session 13). A pair's tiles that fall to k CTAs are k pieces, piece i in split slot i of
+// the partials (the combine's input). W is at least ceil(max_tiles / (num_splits - 1)), so that no pair has more than
+// num_splits pieces. The grid of per-sequence chunks (kv_tile_range) gives each CTA at most 1 / split of its sequence:
+// with lengths 1k-32k at B 64 its CTAs run 1-64 tiles each, a third of them empty, and the last wave's stragglers leave
+// SMs idle (docs/perf.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece
+// of this CTA, in order, by every thread; a pair with no keys is called once, by the CTA of its head whose range holds
+// its position, with piece -1 (its slots are all empty). The caller fills the slots past a pair's last piece.
+template <int kTileQ, int kTileKv, bool kMask, int kFeatures, class Item>
+__device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item&& item) {
+  const int lane = threadIdx.x % 32;
+  auto tiles_of = [&](int b, int& first) {
+    const BatchExtent e = batch_extent<kFeatures>(p, b);
+    int begin, end;
+    kv_tile_range<kTileQ, kTileKv, kMask, false, true>(p, e, 0, 0, begin, end);
+    first = begin;
+    return max(0, end - begin);
+  };
+  // Every warp that walks computes the same walk (lanes over 32 batches at a time), so all call item alike.
+  int total = 0;  // one head's tiles over all batches
+  for (int b0 = 0; b0 < p.B; b0 += 32) {
+    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) n += __shfl_xor_sync(0xffffffffu, n, o);
+    total += n;
+  }
+  const int slices = max(1, int(gridDim.x) / p.H_kv);
+  const int max_tiles = (p.S_kv + kTileKv - 1) / kTileKv;
+  const int W = max(max((total + slices - 1) / slices, (max_tiles + p.num_splits - 2) / max(1, p.num_splits - 1)), 1);
+  // Slice s of head h is the work of virtual CTA v = s H_kv + h; CTA c runs v = c, c + gridDim.x, ... (more than
+  // one only when the grid has fewer CTAs than there are kv heads; none past slices x H_kv).
+  for (int v = blockIdx.x; v < slices * p.H_kv; v += gridDim.x)
+    walk_balanced_slice(p, v / p.H_kv, v % p.H_kv, slices, W, total, tiles_of, item);
 }
 
 // The two rows a thread holds: packed rows `first` and first + 8 (GQA packs the `group` q heads of one kv head

@@ -164,14 +164,25 @@ class SdpaSm90Ws final : public Engine {
                                                           d.tile.q, d.tile.kv, tiles_of(f), f.D_qk));
     const bool split = d.split_kv > 1;
     const TileGeometry g = geometry(f, d.tile);
+    // A one-consumer split decode over per-sequence lengths (one row tile per pair) runs balanced, as the mma.sync
+    // engine's (engines/sdpa_mma/engine.cpp): a persistent grid of as many CTAs as the GPU holds at once sharing
+    // all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item), where the grid of per-sequence
+    // chunks leaves the last wave to the longest sequences' chunks. Same limits on the walk's 32-bit counts.
+    const bool balanced = split && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 &&
+                          f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
                           fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
                                       split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v,
-                                      sdpa_features(f, split), n_consumers),
+                                      sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0), n_consumers),
                           "__grid_constant__ SdpaWsParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
+    if (balanced) {
+      KernelStage& attention = out.stages[0];
+      attention.grid = {int64_t{g.ctas_per_sm} * f.device.sm_count, 1, 1};
+      attention.persistent = true;
+    }
     return out;
   }
 

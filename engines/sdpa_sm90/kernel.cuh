@@ -284,7 +284,8 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   u8* sK = smem + kSmem.k;
   u8* sV = smem + kSmem.v;
   u8* sVt = smem + kSmem.vt;
-  // The ring: tile j of this CTA's range uses stage j % kStages in phase (j / kStages) % 2 of its barriers.
+  // The ring: the j-th KV tile this CTA walks (over all its pieces when balanced) uses stage j % kStages in phase
+  // (j / kStages) % 2 of its barriers.
   constexpr int kStages = rime_ws::kStages;
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
   u64* k_full = bars;                  // [kStages] TMA of K landed
@@ -294,8 +295,6 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): 128
                                        // producer threads
   u64* pv_empty = bars + 4 * kStages;  // [kStages] every consumer done with it
-  auto stage_of = [](int j) { return j % kStages; };
-  auto phase_of = [](int j) { return unsigned(j / kStages) & 1u; };
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
@@ -312,13 +311,97 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   // The warpgroup index through a shuffle from lane 0: the compiler then knows it is warp-uniform and keeps what
   // derives from it (the consumer's Q address, its wgmma descriptors) in uniform registers.
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
-  const int q_tile = blockIdx.x, h_kv = blockIdx.y;
-  const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
-  const int row0 = q_tile * kTileQ;
-  const BatchExtent ext = batch_extent<kFeatures>(p, b);
-  int kt_begin, kt_end;
-  kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
-  const int n_tiles = kt_end - kt_begin;
+  // The CTA's work: one row tile's KV tiles (the grid of row tiles x kv heads x batches and splits) or, balanced,
+  // the pieces for_each_balanced_item gives this CTA, one after the other; `base` counts the KV tiles of the
+  // pieces before, so that the ring's stages and phases run on across pieces.
+  struct Work {
+    int b, h_kv, split, q_tile, row0, kt_begin, n_tiles, base;
+    BatchExtent ext;
+  };
+  constexpr bool kBalanced = (kFeatures & RIME_F_BALANCED) != 0;
+  static_assert(!kBalanced || (kC == 1 && kSplit && kPadding), "balanced: one consumer, a split decode over lengths");
+  // The grid's work, computed before the roles part and in the order the kernel did before it had pieces (the
+  // two-consumer kernels' SASS is sensitive to such moves, docs/perf.md v13).
+  const Work grid_work = [&]() {
+    if constexpr (kBalanced) {
+      return Work{};
+    } else {
+      const int q_tile = blockIdx.x, h_kv = blockIdx.y;
+      const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
+      const int row0 = q_tile * kTileQ;
+      const BatchExtent ext = batch_extent<kFeatures>(p, b);
+      int kt_begin, kt_end;
+      kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+      return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
+    }
+  }();
+  // Balanced: each role's first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces
+  // of them in the role's own list in shared memory (the producer's first warp also writes the LSE of the split
+  // slots no piece fills as it goes); then the role runs the listed pieces in a plain loop (more pieces: further
+  // rounds). Running the pieces inside the walk's own loops (its shuffles and early exits) made ptxas serialize
+  // every wgmma (C7520: warpgroup.arrive in a divergent path). One list per role, each behind the role's own named
+  // barrier: with one list behind a barrier of both roles (256 threads, met at two places in the code),
+  // compute-sanitizer's synccheck reported every consumer warp divergent at it. The lists live in the kernel's
+  // scope: a __shared__ variable declared inside for_each_work (a generic lambda) is one per instantiation, and
+  // which role reads which must not depend on that.
+  constexpr int kMaxPieces = 16;
+  struct Piece {
+    int b, h_kv, piece, kt_begin, n_tiles;
+  };
+  struct PieceList {
+    Piece pieces[kMaxPieces];
+    int n_pieces, more_pieces;
+  };
+  PieceList* piece_lists = nullptr;  // [2]: the producer's, the consumer's
+  if constexpr (kBalanced) {
+    __shared__ PieceList balanced_lists[2];
+    piece_lists = balanced_lists;
+  }
+  auto for_each_work = [&](auto&& run) {
+    if constexpr (kBalanced) {
+      const bool producer = wg == 0;
+      PieceList& list = piece_lists[producer ? 0 : 1];
+      const int rtid = tid - (producer ? 0 : 128);  // the thread within its role's warpgroup (one consumer)
+      const int list_bar = producer ? kProducerBar : kOwnBar;
+      int base = 0;
+      for (int first = 0;; first += kMaxPieces) {
+        if (rtid < 32) {
+          int item = 0, listed = 0;
+          for_each_balanced_item<kTileQ, kN, kMask, kFeatures>(
+              p, [&](int b, int h_kv, int piece, int kt_begin, int kt_end, bool last_piece) {
+                const int k = item++;
+                if (k < first || k >= first + kMaxPieces) return;  // another round's
+                if (piece >= 0) {
+                  if (rtid == 0) list.pieces[listed] = Piece{b, h_kv, piece, kt_begin, kt_end - kt_begin};
+                  ++listed;
+                }
+                // Slots past the pair's last piece (all of them for a pair with no keys) hold no keys: LSE -inf.
+                if (producer && last_piece) {
+                  const BatchExtent e = batch_extent<kFeatures>(p, b);
+                  for (int s = piece + 1; s < p.num_splits; ++s)
+                    write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, e, b, s, h_kv, 0, rtid, 32);
+                }
+              });
+          if (rtid == 0) {
+            list.n_pieces = listed;
+            list.more_pieces = item > first + kMaxPieces;  // the walk has items past this round's
+          }
+        }
+        named_sync(list_bar, 128);
+        const int n = list.n_pieces;
+        const bool more = list.more_pieces != 0;
+        for (int i = 0; i < n; ++i) {
+          const Piece q = list.pieces[i];
+          run(Work{q.b, q.h_kv, q.piece, 0, 0, q.kt_begin, q.n_tiles, base, batch_extent<kFeatures>(p, q.b)});
+          base += q.n_tiles;
+        }
+        named_sync(list_bar, 128);  // every thread of the role has read the list before the next round's
+        if (!more) break;
+      }
+    } else {
+      run(grid_work);
+    }
+  };
 
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -342,99 +425,106 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       prefetch_tensor_map(&params.v_map);
     }
     constexpr unsigned kKBytes = kN * kDqk * kEB, kVBytes = kN * kDv * kEB;
-    // Ragged K/V: the maps are (d, T, h, 1) and the batch's keys start at token kv_tok0. A tile running past the
-    // batch's end reads the next sequence's tokens (or TMA's zeros past T): masked in S, and V's rows past the
-    // length are zeroed below, as for any padded batch.
-    constexpr bool kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
-    const int kv_b = kRaggedKv ? 0 : b;
-    // Paged K/V: the maps are (d, slot, h, page) over the pools, boxes of min(page_size, kN) keys, and a tile is
-    // kN / box boxes, each from the page the table gives its first key. A box of >= 16 keys lands at a multiple
-    // of 16 rows of its sub-tile, a whole number of the swizzle's atoms (8 rows of 128 bytes, or of 64), so the
-    // stage is laid out as a dense tile's and the consumers read it the same way. A box whose first key is at
-    // or past the sequence's length (its page id may be anything: the contract covers only pages holding keys
-    // below seq_len_kv) reads page 0 instead, which exists: those keys are masked in S and V's rows past the
-    // length are zeroed below, as for any padded batch. The expected byte count of a stage is unchanged.
-    constexpr bool kPagedKv = (kFeatures & RIME_F_PAGED) != 0;
-    constexpr int kMaxBoxes = kPagedKv ? kN / 16 : 1;
-    static_assert(kMaxBoxes <= 32, "a lane of the issuing warp holds one box's page id");
-    const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_ws::log2_floor(kN)) : 0;
-    const int* page_row = kPagedKv ? p.page_table + i64(b) * p.page_table_stride : nullptr;
-    // Paged: the whole first warp issues; lane q loads box q's page id (all of a tile's ids in flight at once,
-    // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
-    // the boxes, taking each id by a shuffle. Dense: thread 0 alone.
-    const bool issues = kPagedKv ? ptid < 32 : issuer;
-    auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
-      const int s = stage_of(j);
-      const unsigned ph = phase_of(j);
-      const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
-      // A box's first slot is its first key's place in the page (0 unless the page is larger than the tile); a
-      // box at or past the length reads slot 0 of page 0.
-      auto box_used = [&](int q) { return (q << box_log2) < kN && key0 + (q << box_log2) < ext.kv_limit; };
-      int lane_page = 0;
-      if constexpr (kPagedKv) {
-        if (ptid < kMaxBoxes && box_used(ptid)) lane_page = __ldg(page_row + ((key0 + (ptid << box_log2)) >> p.page_size_log2));
-      }
-      auto load = [&](u8* stage, const RimeTensorMap* map, int subs, int row, u64* bar) {
+    auto produce = [&](const Work& w) {
+      const int b = w.b, h_kv = w.h_kv, kt_begin = w.kt_begin, n_tiles = w.n_tiles;
+      const BatchExtent& ext = w.ext;
+      auto stage_of = [&](int j) { return (w.base + j) % kStages; };
+      auto phase_of = [&](int j) { return unsigned((w.base + j) / kStages) & 1u; };
+      // Ragged K/V: the maps are (d, T, h, 1) and the batch's keys start at token kv_tok0. A tile running past the
+      // batch's end reads the next sequence's tokens (or TMA's zeros past T): masked in S, and V's rows past the
+      // length are zeroed below, as for any padded batch.
+      constexpr bool kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
+      const int kv_b = kRaggedKv ? 0 : b;
+      // Paged K/V: the maps are (d, slot, h, page) over the pools, boxes of min(page_size, kN) keys, and a tile is
+      // kN / box boxes, each from the page the table gives its first key. A box of >= 16 keys lands at a multiple
+      // of 16 rows of its sub-tile, a whole number of the swizzle's atoms (8 rows of 128 bytes, or of 64), so the
+      // stage is laid out as a dense tile's and the consumers read it the same way. A box whose first key is at
+      // or past the sequence's length (its page id may be anything: the contract covers only pages holding keys
+      // below seq_len_kv) reads page 0 instead, which exists: those keys are masked in S and V's rows past the
+      // length are zeroed below, as for any padded batch. The expected byte count of a stage is unchanged.
+      constexpr bool kPagedKv = (kFeatures & RIME_F_PAGED) != 0;
+      constexpr int kMaxBoxes = kPagedKv ? kN / 16 : 1;
+      static_assert(kMaxBoxes <= 32, "a lane of the issuing warp holds one box's page id");
+      const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_ws::log2_floor(kN)) : 0;
+      const int* page_row = kPagedKv ? p.page_table + i64(b) * p.page_table_stride : nullptr;
+      // Paged: the whole first warp issues; lane q loads box q's page id (all of a tile's ids in flight at once,
+      // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
+      // the boxes, taking each id by a shuffle. Dense: thread 0 alone.
+      const bool issues = kPagedKv ? ptid < 32 : issuer;
+      auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
+        const int s = stage_of(j);
+        const unsigned ph = phase_of(j);
+        const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
+        // A box's first slot is its first key's place in the page (0 unless the page is larger than the tile); a
+        // box at or past the length reads slot 0 of page 0.
+        auto box_used = [&](int q) { return (q << box_log2) < kN && key0 + (q << box_log2) < ext.kv_limit; };
+        int lane_page = 0;
         if constexpr (kPagedKv) {
-          const int slot_mask = (1 << p.page_size_log2) - 1;
+          if (ptid < kMaxBoxes && box_used(ptid)) lane_page = __ldg(page_row + ((key0 + (ptid << box_log2)) >> p.page_size_log2));
+        }
+        auto load = [&](u8* stage, const RimeTensorMap* map, int subs, int row, u64* bar) {
+          if constexpr (kPagedKv) {
+            const int slot_mask = (1 << p.page_size_log2) - 1;
 #pragma unroll
-          for (int q = 0; q < kMaxBoxes; ++q) {
-            if ((q << box_log2) >= kN) break;  // uniform across the warp
-            const int page = __shfl_sync(0xffffffffu, lane_page, q);
-            if (issuer) {
-              const int slot = box_used(q) ? (key0 + (q << box_log2)) & slot_mask : 0;
+            for (int q = 0; q < kMaxBoxes; ++q) {
+              if ((q << box_log2) >= kN) break;  // uniform across the warp
+              const int page = __shfl_sync(0xffffffffu, lane_page, q);
+              if (issuer) {
+                const int slot = box_used(q) ? (key0 + (q << box_log2)) & slot_mask : 0;
 #pragma unroll
-              for (int c = 0; c < subs; ++c)
-                tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kEB), slot, h_kv, page, bar);
+                for (int c = 0; c < subs; ++c)
+                  tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kEB), slot, h_kv, page, bar);
+              }
             }
-          }
-        } else {
+          } else {
 #pragma unroll
-          for (int c = 0; c < subs; ++c)
-            tma_load_4d(stage + c * kN * row, map, c * (row / kEB), key0, h_kv, kv_b, bar);
-        }
+            for (int c = 0; c < subs; ++c)
+              tma_load_4d(stage + c * kN * row, map, c * (row / kEB), key0, h_kv, kv_b, bar);
+          }
+        };
+        mbar_wait(&k_empty[s], ph ^ 1);
+        if (issuer) mbar_expect_tx(&k_full[s], kKBytes);
+        load(sK + s * kSmem.k_stage_bytes, &params.k_map, kSubs, kRow, &k_full[s]);
+        // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
+        // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
+        if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
+        if (issuer) mbar_expect_tx(&v_full[s], kVBytes);
+        load(sV + s * kSmem.v_stage_bytes, &params.v_map, kSubsV, kRowV, &v_full[s]);
       };
-      mbar_wait(&k_empty[s], ph ^ 1);
-      if (issuer) mbar_expect_tx(&k_full[s], kKBytes);
-      load(sK + s * kSmem.k_stage_bytes, &params.k_map, kSubs, kRow, &k_full[s]);
-      // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
-      // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
-      if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
-      if (issuer) mbar_expect_tx(&v_full[s], kVBytes);
-      load(sV + s * kSmem.v_stage_bytes, &params.v_map, kSubsV, kRowV, &v_full[s]);
-    };
-    if constexpr (kVDirect) {
-      // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
-      if (issues)
-        for (int j = 0; j < n_tiles; ++j) issue(j);
-      return;
-    }
-    // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
-    // stage a load overwrites is that of the tile transposed in the previous iteration).
-    constexpr int kAhead = kStages - 1;
-    if (issues)
-      for (int j = 0; j < kAhead && j < n_tiles; ++j) issue(j);
-    for (int j = 0; j < n_tiles; ++j) {
-      const int s = stage_of(j);
-      const unsigned ph = phase_of(j);
-      if (issues && j + kAhead < n_tiles) issue(j + kAhead);
-      mbar_wait(&v_full[s], ph);
-      const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
-      if constexpr (kFp8) {
-        mbar_wait(&pv_empty[s], ph ^ 1);
-        transpose_v_tile<kDv, kRowV, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
-      } else if (kPadding && kv_end < kN) {
-        // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
-        u8* tile = sV + s * kSmem.v_stage_bytes;
-        for (int e = ptid * 16; e < kSubsV * kN * kRowV; e += 128 * 16) {
-          const int key = (e % (kN * kRowV)) / kRowV;
-          if (key >= kv_end) *reinterpret_cast<uint4*>(tile + e) = make_uint4(0, 0, 0, 0);
-        }
+      if constexpr (kVDirect) {
+        // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
+        if (issues)
+          for (int j = 0; j < n_tiles; ++j) issue(j);
+        return;
       }
-      fence_proxy_async_shared();  // generic-proxy writes (V^T, zeroed rows), then the consumers' wgmma reads
-      mbar_arrive(&pv_full[s]);
-      if constexpr (kFp8) named_sync(kProducerBar, 128);  // every producer thread is done reading the raw V stage
-    }
+      // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
+      // stage a load overwrites is that of the tile transposed in the previous iteration).
+      constexpr int kAhead = kStages - 1;
+      if (issues)
+        for (int j = 0; j < kAhead && j < n_tiles; ++j) issue(j);
+      for (int j = 0; j < n_tiles; ++j) {
+        const int s = stage_of(j);
+        const unsigned ph = phase_of(j);
+        if (issues && j + kAhead < n_tiles) issue(j + kAhead);
+        mbar_wait(&v_full[s], ph);
+        const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
+        if constexpr (kFp8) {
+          mbar_wait(&pv_empty[s], ph ^ 1);
+          transpose_v_tile<kDv, kRowV, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
+        } else if (kPadding && kv_end < kN) {
+          // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
+          u8* tile = sV + s * kSmem.v_stage_bytes;
+          for (int e = ptid * 16; e < kSubsV * kN * kRowV; e += 128 * 16) {
+            const int key = (e % (kN * kRowV)) / kRowV;
+            if (key >= kv_end) *reinterpret_cast<uint4*>(tile + e) = make_uint4(0, 0, 0, 0);
+          }
+        }
+        fence_proxy_async_shared();  // generic-proxy writes (V^T, zeroed rows), then the consumers' wgmma reads
+        mbar_arrive(&pv_full[s]);
+        if constexpr (kFp8) named_sync(kProducerBar, 128);  // every producer thread is done reading the raw V stage
+      }
+    };
+    for_each_work(produce);
     return;
   }
 
@@ -447,188 +537,196 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   const int my_bar = kTurnBar + cw, next_bar = kC == 2 ? kTurnBar + 1 - cw : kTurnBar + (cw + 1) % kC;
   u8* sQw = sQ + cw * 64 * kDqk * kEB;
 
-  // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
-  {
-    const u8* q_base = static_cast<const u8*>(p.q);
-    constexpr int kChunks = kDqk * kEB / 16;
-    for (int c = ctid; c < 64 * kChunks; c += 128) {
-      const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
-      // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
-      const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
-      const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
-      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
-      const int byte = ch * 16;
-      cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    named_sync(kOwnBar + cw, 128);
-  }
-
-  float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr (kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
-  const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
-
-  float o_acc[kDT][4];
-  float s[kNT][4];
-  zero_fragments(o_acc);
-  zero_fragments(s);
-  float m_run[2] = {neg_inf(), neg_inf()};
-  float l_run[2] = {0.f, 0.f};
-  constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V
-  u32 pa[kPSteps][4];                               // P of the previous tile, as wgmma A fragments
-
-  // wgmma descriptors: built once, then moved by constant byte offsets (a descriptor's low 14 bits are the
-  // address / 16, and every operand lies below 256 KB, so adding offset / 16 never carries out of the field).
-  // Rebuilding each from its pointer cost ~10 uniform instructions per wgmma, and moving them was 1-3% faster on
-  // every bench row (docs/perf.md, v8) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
-  // then issues the wgmmas back to back; the SASS shows no other change): that one keeps the per-wgmma form.
-  constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
-  const u64 q_desc = desc_k_major<kRow>(sQw);
-  const u64 k_desc = desc_k_major<kRow>(sK);
-  // FP8 V^T: sub-tiles of kVtRow-byte rows along the keys (256-key tiles: two of 128 bytes).
-  constexpr int kVtRow = rime_ws::row_bytes(kN);
-  const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major_sw128(sV, kN * 128);
-  auto issue_qk = [&](int j) {
-    const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      constexpr int kQSub = 64 * kRow, kKSub = kN * kRow;
-      const int byte = kk * 32;
-      const int q_off = (byte / kRow) * kQSub + byte % kRow, k_off = (byte / kRow) * kKSub + byte % kRow;
-      if constexpr (kDescFromPointers)
-        wgmma_qk<kIn, kN>(s, desc_k_major<kRow>(sQw + q_off),
-                          desc_k_major<kRow>(sK + stage_of(j) * kSmem.k_stage_bytes + k_off), kk);
-      else
-        wgmma_qk<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
-    }
-  };
-  auto issue_pv = [&](int j) {
-    const int stage_bytes = kFp8 ? kSmem.vt_stage_bytes : kSmem.v_stage_bytes;
-    const u64 v_stage = pv_desc + u64(stage_of(j) * (stage_bytes >> 4));
-#pragma unroll
-    for (int c = 0; c < kPSteps; ++c) {
-      // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
-      // of 128 bytes) per k step.
-      constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
-      const int off = kFp8 ? (c * 32 / kVtRow) * (kDv * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
-      if constexpr (kDescFromPointers)
-        wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major_sw128(sV + stage_of(j) * stage_bytes + off, kN * 128));
-      else
-        wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64(off >> 4));
-    }
-  };
-  // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp
-  // has a key bound inside it (causal: the diagonal tiles; padding and the end of the keys: the last one).
-  const float log2_p_scale = kFp8 ? kLog2PScale : 0.f;
-  auto softmax = [&](int j, float (&alpha)[2]) {
-    const int key0 = (kt_begin + j) * kN;
-    float mul = scale_log2;
-    if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
-#pragma unroll
-      for (int n = 0; n < kNT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
-      mul = 1.f;
-    }
-    bool edge_here = false;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) edge_here |= key0 < rows.key_lo[r] || key0 + kN > rows.key_hi[r];
-    if (__any_sync(0xffffffffu, edge_here)) {
-#pragma unroll
-      for (int n = 0; n < kNT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (key_outside(rows, e / 2, key0 + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
-    }
-    online_softmax_raw(s, m_run, l_run, mul, log2_p_scale, alpha);
-  };
-  // O's rows times alpha, skipped when no row of the warp moved its max (alpha exactly 1: most tiles past the
-  // first few of a long row).
-  auto rescale = [&](const float (&alpha)[2]) {
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o_acc, alpha);
-  };
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int c = 0; c < kPSteps; ++c) {
-      if constexpr (kFp8) {
-        pack_p_fp8<kNT, true>(s, c, pa[c]);
-      } else {
-        pa[c][0] = pack2<kIn>(s[2 * c][0], s[2 * c][1]);
-        pa[c][1] = pack2<kIn>(s[2 * c][2], s[2 * c][3]);
-        pa[c][2] = pack2<kIn>(s[2 * c + 1][0], s[2 * c + 1][1]);
-        pa[c][3] = pack2<kIn>(s[2 * c + 1][2], s[2 * c + 1][3]);
-      }
-    }
-  };
-  auto release = [&](u64* bar) {
-    if (lane == 0) mbar_arrive(bar);
-  };
-
-  if (n_tiles > 0) {
-    if constexpr (kC > 1) {  // one consumer takes no turns
-      if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
-    }
-    // Tile 0: S only.
-    if constexpr (kC > 1) named_sync(my_bar, 256);
-    mbar_wait(&k_full[0], 0);
-    wgmma_fence_all();
-    issue_qk(0);
-    wgmma_commit_group();
-    if constexpr (kC > 1) named_arrive(next_bar, 256);
-    wgmma_wait_group<0>();
-    fence_operands(s);
-    release(&k_empty[0]);
+  auto consume = [&](const Work& w) {
+    const int b = w.b, h_kv = w.h_kv, split = w.split, q_tile = w.q_tile, kt_begin = w.kt_begin, n_tiles = w.n_tiles;
+    const int row0 = w.row0;
+    const BatchExtent& ext = w.ext;
+    auto stage_of = [&](int j) { return (w.base + j) % kStages; };
+    auto phase_of = [&](int j) { return unsigned((w.base + j) / kStages) & 1u; };
+    // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
     {
-      float alpha[2];
-      softmax(0, alpha);  // O is still zero: no rescale
-      pack_p();
+      const u8* q_base = static_cast<const u8*>(p.q);
+      constexpr int kChunks = kDqk * kEB / 16;
+      for (int c = ctid; c < 64 * kChunks; c += 128) {
+        const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
+        // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
+        const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
+        const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
+        const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
+        const int byte = ch * 16;
+        cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async_shared();
+      named_sync(kOwnBar + cw, 128);
     }
-    for (int j = 1; j < n_tiles; ++j) {
+
+    float scale_log2 = p.attn_scale * kLog2e;
+    if constexpr (kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+    const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
+
+    float o_acc[kDT][4];
+    float s[kNT][4];
+    zero_fragments(o_acc);
+    zero_fragments(s);
+    float m_run[2] = {neg_inf(), neg_inf()};
+    float l_run[2] = {0.f, 0.f};
+    constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V
+    u32 pa[kPSteps][4];                               // P of the previous tile, as wgmma A fragments
+
+    // wgmma descriptors: built once, then moved by constant byte offsets (a descriptor's low 14 bits are the
+    // address / 16, and every operand lies below 256 KB, so adding offset / 16 never carries out of the field).
+    // Rebuilding each from its pointer cost ~10 uniform instructions per wgmma, and moving them was 1-3% faster on
+    // every bench row (docs/perf.md, v8) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
+    // then issues the wgmmas back to back; the SASS shows no other change): that one keeps the per-wgmma form.
+    constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
+    const u64 q_desc = desc_k_major<kRow>(sQw);
+    const u64 k_desc = desc_k_major<kRow>(sK);
+    // FP8 V^T: sub-tiles of kVtRow-byte rows along the keys (256-key tiles: two of 128 bytes).
+    constexpr int kVtRow = rime_ws::row_bytes(kN);
+    const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major_sw128(sV, kN * 128);
+    auto issue_qk = [&](int j) {
+      const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        constexpr int kQSub = 64 * kRow, kKSub = kN * kRow;
+        const int byte = kk * 32;
+        const int q_off = (byte / kRow) * kQSub + byte % kRow, k_off = (byte / kRow) * kKSub + byte % kRow;
+        if constexpr (kDescFromPointers)
+          wgmma_qk<kIn, kN>(s, desc_k_major<kRow>(sQw + q_off),
+                            desc_k_major<kRow>(sK + stage_of(j) * kSmem.k_stage_bytes + k_off), kk);
+        else
+          wgmma_qk<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
+      }
+    };
+    auto issue_pv = [&](int j) {
+      const int stage_bytes = kFp8 ? kSmem.vt_stage_bytes : kSmem.v_stage_bytes;
+      const u64 v_stage = pv_desc + u64(stage_of(j) * (stage_bytes >> 4));
+#pragma unroll
+      for (int c = 0; c < kPSteps; ++c) {
+        // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
+        // of 128 bytes) per k step.
+        constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
+        const int off = kFp8 ? (c * 32 / kVtRow) * (kDv * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
+        if constexpr (kDescFromPointers)
+          wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major_sw128(sV + stage_of(j) * stage_bytes + off, kN * 128));
+        else
+          wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64(off >> 4));
+      }
+    };
+    // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp
+    // has a key bound inside it (causal: the diagonal tiles; padding and the end of the keys: the last one).
+    const float log2_p_scale = kFp8 ? kLog2PScale : 0.f;
+    auto softmax = [&](int j, float (&alpha)[2]) {
+      const int key0 = (kt_begin + j) * kN;
+      float mul = scale_log2;
+      if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
+#pragma unroll
+        for (int n = 0; n < kNT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+        mul = 1.f;
+      }
+      bool edge_here = false;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) edge_here |= key0 < rows.key_lo[r] || key0 + kN > rows.key_hi[r];
+      if (__any_sync(0xffffffffu, edge_here)) {
+#pragma unroll
+        for (int n = 0; n < kNT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (key_outside(rows, e / 2, key0 + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
+      }
+      online_softmax_raw(s, m_run, l_run, mul, log2_p_scale, alpha);
+    };
+    // O's rows times alpha, skipped when no row of the warp moved its max (alpha exactly 1: most tiles past the
+    // first few of a long row).
+    auto rescale = [&](const float (&alpha)[2]) {
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o_acc, alpha);
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int c = 0; c < kPSteps; ++c) {
+        if constexpr (kFp8) {
+          pack_p_fp8<kNT, true>(s, c, pa[c]);
+        } else {
+          pa[c][0] = pack2<kIn>(s[2 * c][0], s[2 * c][1]);
+          pa[c][1] = pack2<kIn>(s[2 * c][2], s[2 * c][3]);
+          pa[c][2] = pack2<kIn>(s[2 * c + 1][0], s[2 * c + 1][1]);
+          pa[c][3] = pack2<kIn>(s[2 * c + 1][2], s[2 * c + 1][3]);
+        }
+      }
+    };
+    auto release = [&](u64* bar) {
+      if (lane == 0) mbar_arrive(bar);
+    };
+
+    if (n_tiles > 0) {
+      if constexpr (kC > 1) {  // one consumer takes no turns
+        if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
+      }
+      // Tile 0: S only.
       if constexpr (kC > 1) named_sync(my_bar, 256);
-      mbar_wait(&k_full[stage_of(j)], phase_of(j));
+      mbar_wait(&k_full[stage_of(0)], phase_of(0));
       wgmma_fence_all();
-      issue_qk(j);
-      wgmma_commit_group();
-      mbar_wait(&pv_ready[stage_of(j - 1)], phase_of(j - 1));
-      issue_pv(j - 1);
+      issue_qk(0);
       wgmma_commit_group();
       if constexpr (kC > 1) named_arrive(next_bar, 256);
-      wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
+      wgmma_wait_group<0>();
       fence_operands(s);
-      release(&k_empty[stage_of(j)]);
-      float alpha[2];
-      softmax(j, alpha);
+      release(&k_empty[stage_of(0)]);
+      {
+        float alpha[2];
+        softmax(0, alpha);  // O is still zero: no rescale
+        pack_p();
+      }
+      for (int j = 1; j < n_tiles; ++j) {
+        if constexpr (kC > 1) named_sync(my_bar, 256);
+        mbar_wait(&k_full[stage_of(j)], phase_of(j));
+        wgmma_fence_all();
+        issue_qk(j);
+        wgmma_commit_group();
+        mbar_wait(&pv_ready[stage_of(j - 1)], phase_of(j - 1));
+        issue_pv(j - 1);
+        wgmma_commit_group();
+        if constexpr (kC > 1) named_arrive(next_bar, 256);
+        wgmma_wait_group<1>();  // S(j) is done; P(j - 1).V still runs
+        fence_operands(s);
+        release(&k_empty[stage_of(j)]);
+        float alpha[2];
+        softmax(j, alpha);
+        wgmma_wait_group<0>();
+        fence_operands(o_acc);
+        release(&pv_empty[stage_of(j - 1)]);
+        rescale(alpha);
+        pack_p();
+      }
+      // The last P.V.
+      if constexpr (kC > 1) named_sync(my_bar, 256);
+      mbar_wait(&pv_ready[stage_of(n_tiles - 1)], phase_of(n_tiles - 1));
+      wgmma_fence_all();
+      issue_pv(n_tiles - 1);
+      wgmma_commit_group();
+      // The last consumer's last turn has no successor to wake. (Two consumers: the earlier kernel's test, which keeps
+      // its SASS identical; see kTurnBar.)
+      if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1)) named_arrive(next_bar, 256);
       wgmma_wait_group<0>();
       fence_operands(o_acc);
-      release(&pv_empty[stage_of(j - 1)]);
-      rescale(alpha);
-      pack_p();
+      release(&pv_empty[stage_of(n_tiles - 1)]);
     }
-    // The last P.V.
-    if constexpr (kC > 1) named_sync(my_bar, 256);
-    mbar_wait(&pv_ready[stage_of(n_tiles - 1)], phase_of(n_tiles - 1));
-    wgmma_fence_all();
-    issue_pv(n_tiles - 1);
-    wgmma_commit_group();
-    // The last consumer's last turn has no successor to wake. (Two consumers: the earlier kernel's test, which keeps
-    // its SASS identical; see kTurnBar.)
-    if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1)) named_arrive(next_bar, 256);
-    wgmma_wait_group<0>();
-    fence_operands(o_acc);
-    release(&pv_empty[stage_of(n_tiles - 1)]);
-  }
-  if constexpr (kFp8) {
+    if constexpr (kFp8) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) l_run[r] *= 1.f / kPScale;  // P was summed on kPScale (kLog2PScale)
-  }
+      for (int r = 0; r < 2; ++r) l_run[r] *= 1.f / kPScale;  // P was summed on kPScale (kLog2PScale)
+    }
 
-  void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)
-                                      : nullptr;
-  attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
-      p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && q_tile == int(gridDim.x) - 1, ctid, 128, stage,
-      kOwnBar + cw);
+    void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)
+                                        : nullptr;
+    attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
+        p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && (kBalanced || q_tile == int(gridDim.x) - 1), ctid,
+        128, stage, kOwnBar + cw);
+  };
+  for_each_work(consume);
 }
 
 }  // namespace rime_dev

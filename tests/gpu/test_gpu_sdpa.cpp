@@ -600,6 +600,54 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
   CHECK(tally.run == n);  // every draw is one the engine serves
 }
 
+// The balanced one-consumer decode (sdpa_sm90_ws with RIME_F_BALANCED) lists a CTA's pieces in shared memory,
+// kMaxPieces at a time (kernel.cuh), from for_each_balanced_item's walk. Where both loop: 240 sequences, three
+// quarters of them empty and the rest one key tile, and one of 1024 keys, so that with split 2 every CTA's range of
+// W = 8 tiles of its head holds ~28 batches (pieces and empty pairs): several rounds of the list per CTA; and 300
+// kv heads, more than the grid's CTAs (264 on the H200), so that a CTA serves several (slice, head) pairs. Against
+// the CPU reference, and byte-identical to the dense plan.
+TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its list holds", "[gpu][ws_paged]") {
+  struct Shape {
+    int B, H_kv, max_pages;
+  };
+  for (const Shape shape : {Shape{240, 8, 64}, Shape{3, 300, 16}}) {
+    PagedDraw d;
+    d.in = d.q_type = DataType::FP8_E4M3;
+    d.B = shape.B, d.H_kv = shape.H_kv, d.group = 4, d.S_q = 8, d.D = 128, d.page = 16, d.max_pages = shape.max_pages;
+    d.num_pages = d.B * d.max_pages;
+    d.mask = 1, d.split = 2;
+    INFO(d.what(0));
+    const Graph paged = d.build(true), dense = d.build(false);
+    Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
+    REQUIRE(pp.ok());
+    REQUIRE(dp.ok());
+    REQUIRE(pp->config().derived.engine == "sdpa_sm90_ws");
+    REQUIRE(pp->config().derived.stages[0].persistent);  // balanced
+    testing::TrialInputs pin = testing::make_inputs(paged, 61000);
+    const int64_t lens_uid = paged.operand(Role::SeqLenKv)->uid;
+    auto* lens = reinterpret_cast<int32_t*>(pin.tensors.at(lens_uid).data());
+    const int64_t max_len = int64_t{d.max_pages} * d.page;
+    for (int64_t b = 0; b < d.B; ++b)
+      lens[b] = d.B == 3 ? static_cast<int32_t>(b == 1 ? 0 : max_len - 17 * b)
+                         : b == 7 ? 1024 : b % 4 == 1 ? static_cast<int32_t>(1 + b % 100) : 0;
+    testing::fill_page_table(paged, pin, 61000);  // the table follows the lengths
+    int64_t gathered = 0;
+    const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
+    REQUIRE(gathered >= 0);
+    Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, {});
+    Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, {});
+    REQUIRE(pr.ok());
+    REQUIRE(dr.ok());
+    std::string failures;
+    for (const auto& f : pr->failures) failures += "\n  " + f;
+    INFO("rel L2 " << pr->o_rel_l2 << failures);
+    CHECK(pr->passed);
+    CHECK(dr->passed);
+    const int64_t o_uid = paged.operand(Role::O)->uid;
+    CHECK(pr->outputs.at(o_uid) == dr->outputs.at(o_uid));
+  }
+}
+
 // Ragged (THD) batches on their own draws: FP8 and BF16/FP16, both sides ragged (prefill), a ragged Q over
 // padded or paged K/V (multi-token decode), ragged K/V under a padded Q; token-major ([T, H, D]) or head-major
 // storage, GQA, D 64 / 128 / 256, max_seqlen below T (make_inputs trims the drawn lengths to the tokens there are

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Branch exp/combined-balanced (exp/ws-balanced + exp/dense-balanced): what the balanced grid on the one-consumer
+# Hopper decode and on every FP8 split decode of the mma.sync engine needs on the device before it can merge, each
+# step under its own time limit (the first balanced one-consumer kernel hung: docs/testing.md, session 12).
+# Expects the carried layout of gpu_check.sh and .carry/bin/rime_main (main's binary) to time beside this one.
+#   tools/device/balanced_check.sh tests|bench OUTDIR
+set -uo pipefail
+phase=${1:?usage: balanced_check.sh tests|bench OUTDIR} out=${2:?usage: balanced_check.sh tests|bench OUTDIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export RIME_SOURCE_DIR=$root RIME_CACHE_DIR=$root/.carry/cache
+bin=$root/.carry/bin tests=$root/.carry/bin/rime_gpu_tests
+many="the balanced one-consumer decode over more pieces per CTA than its list holds"
+mkdir -p "$out"
+step() {  # step NAME SECONDS COMMAND...: one line of result, the log in OUTDIR/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc $rc $((SECONDS - t0)) s $(grep -E 'draws|passed|FAILED|SUMMARY|ERROR SUMMARY|Hazard' "$out/$name.log" | tail -2 | tr '\n' ' ')"
+  return $rc
+}
+if [ "$phase" = tests ]; then
+  step many_pieces 90 "$tests" "$many" || { echo "stop: the balanced kernel fails or hangs"; exit 1; }
+  step ws_paged 150 "$tests" "[ws_paged]" || exit 1
+  step paged_ragged 200 "$tests" "[paged],[ragged],[split],[graph],[checked]"
+  for tool in memcheck racecheck synccheck; do
+    step "many_pieces_$tool" 60 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "$many"
+  done
+  step examples 60 "$tests" "[examples]"
+  RIME_GPU_SWEEP=60 step sweep 150 "$tests" "[sweep]"
+else
+  g=$root/tools/bench/graphs
+  timeout 120 "$root/tools/bench/ab.sh" 5 'fp8_decode_b*' "$bin/rime_main" "$bin/rime" | tee "$out/ab_dense_decode.txt"
+  for b in "$bin/rime_main" "$bin/rime"; do
+    echo "$(basename "$b") q8: $(timeout 60 "$b" run "$g/fp8_paged_decode_b64_h32g8_p16_q8.json" --bench --no-check \
+      --iterations 20 $(cat "$g/fp8_paged_decode_b64_h32g8_p16_q8.args") 2>&1 | grep -E '^bench|rror' | head -1)"
+  done | tee "$out/ab_q8.txt"
+  RIME_BENCH_GLOB='fp8*decode_b*' RIME_ANCHOR_ONLY=decode timeout 330 "$root/tools/bench/run.sh" "$bin/rime" \
+    "$out/bench" > /dev/null 2>&1
+  grep -E "decode|copy" "$out/bench/table.md"
+fi
