@@ -382,6 +382,20 @@ TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warp
   REQUIRE(!c->decision.split_candidates.empty());
   for (const auto& cand : c->decision.split_candidates)
     CHECK(cand.waves == (4 * 8 * int64_t{cand.split} + 2 * 132 - 1) / (2 * 132));
+  // Split over per-sequence lengths, it runs balanced: a persistent grid of two CTAs per SM
+  // (for_each_balanced_item); unsplit, the grid of row tiles x kv heads x batches.
+  Decision split4 = c->decision;
+  split4.split_kv = 4;
+  Result<Derived> balanced = derive(f, split4);
+  REQUIRE(balanced.ok());
+  CHECK(balanced->stages[0].persistent);
+  CHECK(balanced->stages[0].grid[0] == 2 * 132);
+  CHECK(balanced->stages[0].grid[1] == 1);
+  Decision unsplit = c->decision;
+  unsplit.split_kv = 1;
+  Result<Derived> plain = derive(f, unsplit);
+  REQUIRE(plain.ok());
+  CHECK(!plain->stages[0].persistent);
   // A BF16 graph of as few rows is not this engine's (its row lists no 64-row tile).
   Decision pinned = c->decision;
   pinned.row_id = "sdpa_f16_sm90";

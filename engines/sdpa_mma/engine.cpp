@@ -54,15 +54,16 @@ class SdpaMma final : public Engine {
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
     const TileGeometry g = geometry(f, d.tile);
     const bool split = d.split_kv > 1;
-    // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid
-    // sharing all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence
-    // chunks left a long-tailed batch's last wave to its longest sequences (docs/perf.md, session 10: paged decode
-    // 3-9% faster). Measured on the H200, side by side, where it was not kept: a 16-bit Q over FP8 K/V 11% slower
-    // (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels reach 255 registers), and
-    // FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured, left as they were.
-    // The kernel's walk counts tiles in 32 bits: all pairs' tiles below 2^30, and CTA positions c x W below 2^31
-    // for up to 32768 CTAs (W is at most the longest pair's tiles, or total / CTAs): 32768 KV tiles at most (1M
-    // keys at 32 per tile); longer caches keep the chunk grid.
+    // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
+    // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks left a
+    // long-tailed batch's last wave to its longest sequences (docs/perf.md, session 10: paged decode 3-9% faster;
+    // session 13, with the walk in slices of every kv head: 1 token 0.6278 -> 0.6023 ms, 4 tokens 0.6389 -> 0.6241,
+    // against the walk in (batch, kv head) order). Measured on the H200, side by side, where it was not kept: a 16-bit
+    // Q over FP8 K/V 11% slower (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels
+    // reach 255 registers), and FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured,
+    // left as they were. The kernel's walk counts tiles in 32 bits: all pairs' tiles below 2^30, and CTA positions c x
+    // W below 2^31 for up to 32768 CTAs (W is at most the longest pair's tiles, or total / CTAs): 32768 KV tiles at
+    // most (1M keys at 32 per tile); longer caches keep the chunk grid.
     const bool balanced = split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
                           f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
     Derived out = sdpa_derived(f, row, g, d.split_kv);
