@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Branch exp/combined-balanced (exp/ws-balanced + exp/dense-balanced): what the balanced grid on the one-consumer
-# Hopper decode and on every FP8 split decode of the mma.sync engine needs on the device before it can merge, each
-# step under its own time limit (the first balanced one-consumer kernel hung: docs/testing.md, session 12).
-# Expects the carried layout of gpu_check.sh and .carry/bin/rime_main (main's binary) to time beside this one.
+# The balanced split-KV decode (for_each_balanced_item: the one-consumer Hopper kernel and the mma.sync kernel) on
+# the device, each step under its own time limit (a balanced kernel that hangs must not take the call's budget:
+# docs/testing.md, session 12). Expects the carried layout of gpu_check.sh, and .carry/bin/rime_main (the binary to
+# compare with, e.g. main's) for the bench phase.
 #   tools/device/balanced_check.sh tests|bench OUTDIR
 set -uo pipefail
 phase=${1:?usage: balanced_check.sh tests|bench OUTDIR} out=${2:?usage: balanced_check.sh tests|bench OUTDIR}
@@ -30,13 +30,16 @@ if [ "$phase" = tests ]; then
   step examples 60 "$tests" "[examples]"
   RIME_GPU_SWEEP=60 step sweep 150 "$tests" "[sweep]"
 else
+  # The paged decode rows (1, 4 and 8 tokens): the two binaries one after the other per row, then this binary's
+  # rows with the copy anchor in the same call (each row's data generation takes ~25 s).
   g=$root/tools/bench/graphs
-  timeout 120 "$root/tools/bench/ab.sh" 5 'fp8_decode_b*' "$bin/rime_main" "$bin/rime" | tee "$out/ab_dense_decode.txt"
-  for b in "$bin/rime_main" "$bin/rime"; do
-    echo "$(basename "$b") q8: $(timeout 60 "$b" run "$g/fp8_paged_decode_b64_h32g8_p16_q8.json" --bench --no-check \
-      --iterations 20 $(cat "$g/fp8_paged_decode_b64_h32g8_p16_q8.args") 2>&1 | grep -E '^bench|rror' | head -1)"
-  done | tee "$out/ab_q8.txt"
-  RIME_BENCH_GLOB='fp8*decode_b*' RIME_ANCHOR_ONLY=decode timeout 330 "$root/tools/bench/run.sh" "$bin/rime" \
-    "$out/bench" > /dev/null 2>&1
+  for row in p16_q8 p16 p16_q4; do
+    for b in rime_main rime; do
+      echo "$row $b: $(timeout 60 "$bin/$b" run "$g/fp8_paged_decode_b64_h32g8_$row.json" --bench --no-check \
+        --iterations 20 $(cat "$g/fp8_paged_decode_b64_h32g8_$row.args") 2>&1 | grep -E '^bench|rror' | head -1)"
+    done
+  done | tee "$out/ab_paged.txt"
+  RIME_BENCH_GLOB='fp8_paged_decode_b64_h32g8_p*' RIME_ANCHOR_ONLY=paged_decode timeout 280 "$root/tools/bench/run.sh" \
+    "$bin/rime" "$out/bench" > /dev/null 2>&1
   grep -E "decode|copy" "$out/bench/table.md"
 fi
