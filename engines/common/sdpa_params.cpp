@@ -184,6 +184,18 @@ Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometr
   return out;
 }
 
+// The walk counts in 32 bits: one kv head's tiles over all batches (at most B x kv_tiles, below 2^30 here), and
+// slice positions s x W below 2^31 for up to 32768 CTAs (W is at most the longest pair's tiles, or total / slices):
+// 32768 KV tiles at most per sequence; longer caches keep the chunk grid.
+bool balanced_walk_fits(const Facts& f, const TileGeometry& g) {
+  return f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
+}
+
+void make_balanced_grid(KernelStage& attention, const Facts& f, int64_t ctas_per_sm) {
+  attention.grid = {ctas_per_sm * f.device.sm_count, 1, 1};
+  attention.persistent = true;
+}
+
 Status add_attention_stages(Derived& out, const Facts& f, const CapabilityRow& row, const Decision& d,
                             const TileGeometry& g, KernelSpec spec, int64_t smem_bytes) {
   for (const Status& s :

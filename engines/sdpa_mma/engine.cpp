@@ -61,11 +61,9 @@ class SdpaMma final : public Engine {
     // against the walk in (batch, kv head) order). Measured on the H200, side by side, where it was not kept: a 16-bit
     // Q over FP8 K/V 11% slower (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels
     // reach 255 registers), and FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured,
-    // left as they were. The kernel's walk counts tiles in 32 bits: all pairs' tiles below 2^30, and CTA positions c x
-    // W below 2^31 for up to 32768 CTAs (W is at most the longest pair's tiles, or total / CTAs): 32768 KV tiles at
-    // most (1M keys at 32 per tile); longer caches keep the chunk grid.
-    const bool balanced = split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
-                          f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
+    // left as they were.
+    const bool balanced =
+        split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() && balanced_walk_fits(f, g);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
     // that one specialization serves every O dtype.
@@ -76,13 +74,9 @@ class SdpaMma final : public Engine {
                                       d.tile.kv, sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0)),
                           "SdpaParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, g.smem_bytes); !s.ok()) return s;
-    if (balanced) {
-      KernelStage& attention = out.stages[0];
-      attention.grid = {heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads), f.device.smem_per_sm) *
-                            int64_t{f.device.sm_count},
-                        1, 1};
-      attention.persistent = true;
-    }
+    if (balanced)
+      make_balanced_grid(out.stages[0], f,
+                         heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads), f.device.smem_per_sm));
     return out;
   }
 

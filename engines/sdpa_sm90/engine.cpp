@@ -167,10 +167,9 @@ class SdpaSm90Ws final : public Engine {
     // A one-consumer split decode over per-sequence lengths (one row tile per pair) runs balanced, as the mma.sync
     // engine's (engines/sdpa_mma/engine.cpp): a persistent grid of as many CTAs as the GPU holds at once sharing
     // all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item), where the grid of per-sequence
-    // chunks leaves the last wave to the longest sequences' chunks. Same limits on the walk's 32-bit counts.
-    // Measured on the H200 (docs/perf.md, session 13): the 8-token paged decode 0.7825 -> 0.7601 ms.
-    const bool balanced = split && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 &&
-                          f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
+    // chunks leaves the last wave to the longest sequences' chunks. Measured on the H200 (docs/perf.md, session
+    // 13): the 8-token paged decode 0.7825 -> 0.7601 ms.
+    const bool balanced = split && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && balanced_walk_fits(f, g);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
@@ -179,11 +178,7 @@ class SdpaSm90Ws final : public Engine {
                                       sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0), n_consumers),
                           "__grid_constant__ SdpaWsParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
-    if (balanced) {
-      KernelStage& attention = out.stages[0];
-      attention.grid = {int64_t{g.ctas_per_sm} * f.device.sm_count, 1, 1};
-      attention.persistent = true;
-    }
+    if (balanced) make_balanced_grid(out.stages[0], f, g.ctas_per_sm);
     return out;
   }
 
