@@ -483,6 +483,29 @@ struct PagedTally {
   std::map<std::string, int> engines;  // the paged plans' engines
 };
 
+// Runs the paged plan on `pin` and the dense plan on the same K/V gathered through the page table, each against
+// the CPU reference (CHECKed here); returns whether the paged plan passed and whether the two O are the same bytes.
+struct PagedDenseRun {
+  bool paged_passed = false, same_o = false;
+};
+static PagedDenseRun run_paged_and_dense(const Graph& paged, const Graph& dense, const Plan& pp, const Plan& dp,
+                                         const testing::TrialInputs& pin) {
+  int64_t gathered = 0;
+  const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
+  REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
+  Result<testing::TrialReport> pr = testing::run_trial(pp, pin, {});
+  Result<testing::TrialReport> dr = testing::run_trial(dp, din, {});
+  REQUIRE(pr.ok());
+  REQUIRE(dr.ok());
+  std::string failures;
+  for (const auto& f : pr->failures) failures += "\n  " + f;
+  INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
+  CHECK(pr->passed);
+  CHECK(dr->passed);
+  const int64_t o_uid = paged.operand(Role::O)->uid;
+  return {pr->passed, pr->outputs.at(o_uid) == dr->outputs.at(o_uid)};
+}
+
 // Runs draw i against the CPU reference and the dense twin on K/V gathered through the page table; when both
 // plans run on one engine, their O must be the same bytes. only_engine: skip draws planned elsewhere.
 static void run_paged_draw(const PagedDraw& d, int i, uint64_t seed, PagedTally& tally,
@@ -497,30 +520,15 @@ static void run_paged_draw(const PagedDraw& d, int i, uint64_t seed, PagedTally&
   if (only_engine && pe != only_engine) return;
   ++tally.run;
   ++tally.engines[pe];
-  const testing::TrialInputs pin = testing::make_inputs(paged, seed);
-  int64_t gathered = 0;
-  const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
-  REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
-  testing::TrialOptions opt;
-  Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, opt);
-  Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, opt);
-  REQUIRE(pr.ok());
-  REQUIRE(dr.ok());
-  std::string failures;
-  for (const auto& f : pr->failures) failures += "\n  " + f;
-  INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
-  CHECK(pr->passed);
-  CHECK(dr->passed);
-  tally.passed += pr->passed;
+  const PagedDenseRun r = run_paged_and_dense(paged, dense, pp.value(), dp.value(), testing::make_inputs(paged, seed));
+  tally.passed += r.paged_passed;
   // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
   // route to another engine (a row that serves the dense graph and declines the paged one): then both only
   // have to pass the reference, as checked above.
   INFO("engines: paged " << pe << ", dense " << de);
   if (pe == de) {
-    const int64_t o_uid = paged.operand(Role::O)->uid;
-    const bool same = pr->outputs.at(o_uid) == dr->outputs.at(o_uid);
-    CHECK(same);
-    tally.identical += same;
+    CHECK(r.same_o);
+    tally.identical += r.same_o;
     ++tally.same_engine;
   }
 }
@@ -631,20 +639,7 @@ TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its li
       lens[b] = d.B == 3 ? static_cast<int32_t>(b == 1 ? 0 : max_len - 17 * b)
                          : b == 7 ? 1024 : b % 4 == 1 ? static_cast<int32_t>(1 + b % 100) : 0;
     testing::fill_page_table(paged, pin, 61000);  // the table follows the lengths
-    int64_t gathered = 0;
-    const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
-    REQUIRE(gathered >= 0);
-    Result<testing::TrialReport> pr = testing::run_trial(pp.value(), pin, {});
-    Result<testing::TrialReport> dr = testing::run_trial(dp.value(), din, {});
-    REQUIRE(pr.ok());
-    REQUIRE(dr.ok());
-    std::string failures;
-    for (const auto& f : pr->failures) failures += "\n  " + f;
-    INFO("rel L2 " << pr->o_rel_l2 << failures);
-    CHECK(pr->passed);
-    CHECK(dr->passed);
-    const int64_t o_uid = paged.operand(Role::O)->uid;
-    CHECK(pr->outputs.at(o_uid) == dr->outputs.at(o_uid));
+    CHECK(run_paged_and_dense(paged, dense, pp.value(), dp.value(), pin).same_o);
   }
 }
 
