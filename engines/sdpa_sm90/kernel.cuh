@@ -451,16 +451,27 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
       // the boxes, taking each id by a shuffle. Dense: thread 0 alone.
       const bool issues = kPagedKv ? ptid < 32 : issuer;
+      // A box's first slot is its first key's place in the page (0 unless the page is larger than the tile); a
+      // box at or past the length reads slot 0 of page 0.
+      auto box_used = [&](int key0, int q) { return (q << box_log2) < kN && key0 + (q << box_log2) < ext.kv_limit; };
+      auto page_id = [&](int j) {  // this lane's box of tile j: its page id
+        const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
+        return ptid < kMaxBoxes && j < n_tiles && box_used(key0, ptid)
+                   ? __ldg(page_row + ((key0 + (ptid << box_log2)) >> p.page_size_log2))
+                   : 0;
+      };
+      // Paged: tile j + 1's page ids are loaded when tile j is issued, so that their latency (a dependent global
+      // load before every tile's TMA, on the path of the producer's transposes too) overlaps a whole iteration.
+      int next_page = 0;
+      if constexpr (kPagedKv) next_page = page_id(0);
       auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
         const int s = stage_of(j);
         const unsigned ph = phase_of(j);
         const int key0 = ext.kv_tok0 + (kt_begin + j) * kN;
-        // A box's first slot is its first key's place in the page (0 unless the page is larger than the tile); a
-        // box at or past the length reads slot 0 of page 0.
-        auto box_used = [&](int q) { return (q << box_log2) < kN && key0 + (q << box_log2) < ext.kv_limit; };
         int lane_page = 0;
         if constexpr (kPagedKv) {
-          if (ptid < kMaxBoxes && box_used(ptid)) lane_page = __ldg(page_row + ((key0 + (ptid << box_log2)) >> p.page_size_log2));
+          lane_page = next_page;
+          next_page = page_id(j + 1);
         }
         auto load = [&](u8* stage, const RimeTensorMap* map, int subs, int row, u64* bar) {
           if constexpr (kPagedKv) {
@@ -470,7 +481,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
               if ((q << box_log2) >= kN) break;  // uniform across the warp
               const int page = __shfl_sync(0xffffffffu, lane_page, q);
               if (issuer) {
-                const int slot = box_used(q) ? (key0 + (q << box_log2)) & slot_mask : 0;
+                const int slot = box_used(key0, q) ? (key0 + (q << box_log2)) & slot_mask : 0;
 #pragma unroll
                 for (int c = 0; c < subs; ++c)
                   tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kEB), slot, h_kv, page, bar);
