@@ -174,11 +174,14 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // Loads are conflict-free too: a loaded matrix is 8 consecutive keys at one 16-byte chunk, which the TMA swizzle
 // spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
 // FP8 D 128 tile, as many as a consumer warp: docs/perf.md, v9.)
-template <int kDv, int kRowV, int kN>
+// kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
+// loads (paged FP8: see the producer).
+template <int kDv, int kRowV, int kN, int kWarps = 4>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
   constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kDv rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
-  static_assert(kUnits % 4 == 0, "whole units per producer warp");
+  static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
+  constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
   const int warp = ptid / 32, lane = ptid % 32;
   const int m = lane / 8, r = lane % 8;  // this lane's addresses: row r of matrix m
   const int c = lane / 4, q = lane % 4;  // this lane's fragment: b16 column c, key positions 4q .. 4q + 3
@@ -190,10 +193,11 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   // Fully unrolled (8 units per warp for every tile shape), except for 256-key tiles, whose 8 units' addresses
   // (two V^T sub-tiles) then spilled past the producer's 56 registers. (Unrolled by 4, the D 256 kernel measured
   // 17% slower: docs/perf.md, v10.)
-  constexpr int kUnroll = kN > 128 ? 4 : kUnits / 4;
+  constexpr int kUnroll = kN > 128 ? 4 : kPerWarp;
 #pragma unroll kUnroll
-  for (int i = 0; i < kUnits / 4; ++i) {
-    const int u = warp + 4 * i;
+  for (int i = 0; i < kPerWarp; ++i) {
+    const int u = warp + kWarps * i;
+    if (kUnits % kWarps != 0 && u >= kUnits) break;  // the last round of three warps: not every warp has a unit
     const int g = u % kGroups, d0 = (u / kGroups) * 32;
     const int key = g * 16 + ld_key, d = d0 + ld_d;
     u32 v[4];
@@ -295,6 +299,16 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): 128
                                        // producer threads
   u64* pv_empty = bars + 4 * kStages;  // [kStages] every consumer done with it
+  // Paged FP8: a paged tile is kN / page_size boxes each of K and V (16 TMA instructions for 16-key pages and
+  // 128-key tiles), which the first producer warp issues one by one. Issuing and then taking its share of the
+  // transposes made that warp the producer's critical path: ncu of the 8-token decode sampled the other three
+  // producer warps waiting at the producer's per-tile barrier for it 24% of the time, and the consumers waiting
+  // for K and for V^T. So there the first warp only issues loads and the other three transpose, and the raw V
+  // stage's release is a barrier of its own (v_empty: the three warps' threads arrive once they have read it).
+  constexpr bool kIssuerWarp = kFp8 && (kFeatures & RIME_F_PAGED) != 0;
+  constexpr int kTransposeThreads = kIssuerWarp ? 96 : 128;
+  u64* v_empty = bars + 5 * kStages;  // [kStages] (kIssuerWarp) the transposing threads done reading raw V
+  static_assert(6 * kStages <= 16, "the barriers reserved in rime_ws::smem");
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
@@ -408,7 +422,8 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       mbar_init(&k_full[i], 1);
       mbar_init(&k_empty[i], 4 * kC);
       mbar_init(&v_full[i], 1);
-      mbar_init(&pv_full[i], 128);
+      mbar_init(&pv_full[i], kTransposeThreads);
+      if (kIssuerWarp) mbar_init(&v_empty[i], kTransposeThreads);
       mbar_init(&pv_empty[i], 4 * kC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -499,6 +514,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
         // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
         if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
+        if constexpr (kIssuerWarp) mbar_wait(&v_empty[s], ph ^ 1);  // the transposes of tile j - kStages read it
         if (issuer) mbar_expect_tx(&v_full[s], kVBytes);
         load(sV + s * kSmem.v_stage_bytes, &params.v_map, kSubsV, kRowV, &v_full[s]);
       };
@@ -506,6 +522,27 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
         if (issues)
           for (int j = 0; j < n_tiles; ++j) issue(j);
+        return;
+      }
+      if constexpr (kIssuerWarp) {
+        // The first warp issues every tile's loads as soon as its stages are free (k_empty, v_empty); the other
+        // three transpose each tile as it lands.
+        if (ptid < 32) {
+          for (int j = 0; j < n_tiles; ++j) issue(j);
+          return;
+        }
+        for (int j = 0; j < n_tiles; ++j) {
+          const int s = stage_of(j);
+          const unsigned ph = phase_of(j);
+          mbar_wait(&v_full[s], ph);
+          const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
+          mbar_wait(&pv_empty[s], ph ^ 1);
+          transpose_v_tile<kDv, kRowV, kN, 3>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - 32,
+                                              kv_end);
+          fence_proxy_async_shared();  // generic-proxy writes of V^T, then the consumers' wgmma reads
+          mbar_arrive(&pv_full[s]);
+          mbar_arrive(&v_empty[s]);
+        }
         return;
       }
       // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
