@@ -79,7 +79,12 @@ int consumers_of_tile(const Facts& f, TileShape t) {
 
 // A 4-D TMA map over a [B, H, S, D] operand with logical strides (elements): (d, s, h, b), boxes of one
 // sub-tile row width by `rows` rows, the sub-tile's swizzle.
-Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows, const char* what) {
+// L2 promotion: 256 bytes for dense operands; 128 for page pools, whose key rows of one kv head (128 bytes at
+// FP8 D 128) lie H_kv rows apart ([pages][page_size][H_kv][D]): a 256-byte promotion also fetches the next kv
+// head's row, which another CTA reads, often after L2 has dropped it. ncu of the 8-token paged decode: DRAM moved
+// 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf.md, v16), and
+// the paged prefill the same (0.993x).
+Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows, bool page_pool, const char* what) {
   const driver::Api* api = driver::api();
   if (!api) return driver::load_status();
   if (!api->cuTensorMapEncodeTiled)
@@ -104,7 +109,8 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
       api->cuTensorMapEncodeTiled(&map, type, 4, base, dims, strides, box, element_strides,
                                   CU_TENSOR_MAP_INTERLEAVE_NONE,
                                   row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                                  page_pool ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       what);
   if (!s.ok()) return s;
   static_assert(sizeof(CUtensorMap) == sizeof(RimeTensorMap), "the kernels' view of a tensor map is 128 bytes");
@@ -188,9 +194,9 @@ class SdpaSm90Ws final : public Engine {
     // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
     // than a tile); the kernel issues a tile's boxes from its page ids.
     const int rows = f.paged ? static_cast<int>(std::min<int64_t>(f.page_size, c.decision.tile.kv)) : c.decision.tile.kv;
-    Status s = encode_map(w.k_map, f.k(), b.of(f, Role::K), rows, "cuTensorMapEncodeTiled(K)");
+    Status s = encode_map(w.k_map, f.k(), b.of(f, Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
     if (!s.ok()) return s;
-    s = encode_map(w.v_map, f.v(), b.of(f, Role::V), rows, "cuTensorMapEncodeTiled(V)");
+    s = encode_map(w.v_map, f.v(), b.of(f, Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
     if (!s.ok()) return s;
     static_assert(sizeof(SdpaWsParams) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
     std::memcpy(out[0].bytes, &w, sizeof(w));
