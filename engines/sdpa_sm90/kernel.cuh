@@ -5,10 +5,11 @@
 // in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM):
 //   producer (warpgroup 0, 56 registers after setmaxnreg, 72 beside one FP8 consumer): one thread issues TMA
 //     loads of K and V tiles into a ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty,
-//     v_full) (paged K/V: one box per page, the first warp's lanes loading the tile's page ids); for FP8 all 128
-//     threads then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix), keys
-//     in P's register order, keys past the batch's valid length zeroed, and signal pv_full; for 16-bit types V is
-//     used as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch
+//     v_full) (paged K/V: one box per page, the first warp's lanes loading the next tile's page ids); for FP8 all
+//     128 threads then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix),
+//     keys in P's register order, keys past the batch's valid length zeroed, and signal pv_full (paged FP8: the
+//     first warp only issues, the other three transpose and release the raw V stage on v_empty); for 16-bit types
+//     V is used as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch
 //     padding, for the producer to zero the rows past the valid length and signal pv_full.
 //   consumers (warpgroups 1 .. kC, 184 registers for one FP8 consumer, 224 for two, 152 for three): 64 rows each.
 //     One consumer takes no turns (the SM's other CTA is its partner at the tensor cores). Per KV tile j a
@@ -476,7 +477,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
                    : 0;
       };
       // Paged: tile j + 1's page ids are loaded when tile j is issued, so that their latency (a dependent global
-      // load before every tile's TMA, on the path of the producer's transposes too) overlaps a whole iteration.
+      // load before every tile's TMA) overlaps the issue of a whole tile (8-token decode: 2% faster, docs/perf.md).
       int next_page = 0;
       if constexpr (kPagedKv) next_page = page_id(0);
       auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
