@@ -341,12 +341,15 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     if constexpr (kBalanced) {
       return Work{};
     } else {
-      if constexpr (kMask) {
+      if constexpr (kMask && !kPadding) {
         // Masked (causal, window): row tile q has up to q + 1 KV tiles, and in launch order (x fastest) the grid
         // ended on the heaviest tiles of its last slices, a tail of up to one slice's longest CTA (list scheduling
         // of B4 H32 S4096 on 132 SMs: 1.039x the ideal time). Launch order now takes the row tiles heaviest first
         // within groups of kGroup (kv head, batch x split) slices: 1.002x (tools/bench/causal_order_sim.py), and
         // the CTAs in flight still share the K/V of a few heads in L2 (132 CTAs span ~kGroup slices, as before).
+        // Measured (H200, A/B of 3 and 5 rounds): FP8 causal B4 H32 S4096 0.983x-0.992x the time, BF16 0.983x; with
+        // per-batch lengths (padded, ragged, paged) the highest row tile is not the heaviest one, and the padded
+        // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf.md, session 14).
         constexpr int kGroup = 4;
         const int nq = gridDim.x, slices = gridDim.y * gridDim.z;
         const int linear = blockIdx.x + nq * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -361,7 +364,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
         return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
       } else {
-        // (The unmasked kernels keep this exact form: their SASS is session 12's.)
+        // (The unmasked kernels and those with per-batch lengths keep this exact form and its SASS.)
         const int q_tile = blockIdx.x, h_kv = blockIdx.y;
         const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
         const int row0 = q_tile * kTileQ;
