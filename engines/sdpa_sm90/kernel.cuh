@@ -341,6 +341,8 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     if constexpr (kBalanced) {
       return Work{};
     } else {
+      // The CTA's (row tile, kv head, batch, split).
+      int q_tile, h_kv, b, split;
       if constexpr (kMask && !kPadding) {
         // Masked (causal, window): row tile q has up to q + 1 KV tiles, and in launch order (x fastest) the grid
         // ended on the heaviest tiles of its last slices, a tail of up to one slice's longest CTA (list scheduling
@@ -356,23 +358,21 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         const int group = linear / (nq * kGroup), r = linear % (nq * kGroup);
         const int in_group = min(kGroup, slices - group * kGroup);
         const int slice = group * kGroup + r % in_group;
-        const int q_tile = nq - 1 - r / in_group, h_kv = slice % gridDim.y;
-        const int b = slice / gridDim.y % p.B, split = slice / gridDim.y / p.B;
-        const int row0 = q_tile * kTileQ;
-        const BatchExtent ext = batch_extent<kFeatures>(p, b);
-        int kt_begin, kt_end;
-        kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
-        return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
+        q_tile = nq - 1 - r / in_group;
+        h_kv = slice % gridDim.y;
+        b = slice / gridDim.y % p.B;
+        split = slice / gridDim.y / p.B;
       } else {
-        // (The unmasked kernels and those with per-batch lengths keep this exact form and its SASS.)
-        const int q_tile = blockIdx.x, h_kv = blockIdx.y;
-        const int b = blockIdx.z % p.B, split = blockIdx.z / p.B;
-        const int row0 = q_tile * kTileQ;
-        const BatchExtent ext = batch_extent<kFeatures>(p, b);
-        int kt_begin, kt_end;
-        kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
-        return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
+        q_tile = blockIdx.x;
+        h_kv = blockIdx.y;
+        b = blockIdx.z % p.B;
+        split = blockIdx.z / p.B;
       }
+      const int row0 = q_tile * kTileQ;
+      const BatchExtent ext = batch_extent<kFeatures>(p, b);
+      int kt_begin, kt_end;
+      kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+      return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
     }
   }();
   // Balanced: each role's first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces
