@@ -297,8 +297,8 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   u64* k_empty = bars + kStages;       // [kStages] every consumer done with K (lane 0 of each of their warps)
   u64* v_full = bars + 2 * kStages;    // [kStages] TMA of V landed (the producer waits; the consumers too for
                                        // 16-bit V as is)
-  u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): 128
-                                       // producer threads
+  u64* pv_full = bars + 3 * kStages;   // [kStages] the P.V operand is ready (V^T for FP8, V for 16-bit): the
+                                       // producer threads (128; the 96 that transpose beside an issuing warp)
   u64* pv_empty = bars + 4 * kStages;  // [kStages] every consumer done with it
   // Paged FP8: a paged tile is kN / page_size boxes each of K and V (16 TMA instructions for 16-key pages and
   // 128-key tiles), which the first producer warp issues one by one. Issuing and then taking its share of the
@@ -553,6 +553,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       if constexpr (kIssuerWarp) {
         // The first warp issues every tile's loads as soon as its stages are free (k_empty, v_empty); the other
         // three transpose each tile as it lands.
+        static_assert(!kIssuerWarp || kPagedKv, "the whole first warp issues (issues == ptid < 32): paged only");
         if (ptid < 32) {
           for (int j = 0; j < n_tiles; ++j) issue(j);
           return;
