@@ -550,42 +550,31 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
           for (int j = 0; j < n_tiles; ++j) issue(j);
         return;
       }
+      // Paged FP8 (kIssuerWarp): the first warp issues every tile's loads as soon as its stages are free (k_empty,
+      // v_empty), and the other three transpose each tile as it lands. Otherwise the issuing thread also
+      // transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V stage a load overwrites
+      // is that of the tile transposed in the previous iteration).
       if constexpr (kIssuerWarp) {
-        // The first warp issues every tile's loads as soon as its stages are free (k_empty, v_empty); the other
-        // three transpose each tile as it lands.
-        static_assert(!kIssuerWarp || kPagedKv, "the whole first warp issues (issues == ptid < 32): paged only");
+        static_assert(kPagedKv, "the whole first warp issues (issues == ptid < 32): paged only");
         if (ptid < 32) {
           for (int j = 0; j < n_tiles; ++j) issue(j);
           return;
         }
-        for (int j = 0; j < n_tiles; ++j) {
-          const int s = stage_of(j);
-          const unsigned ph = phase_of(j);
-          mbar_wait(&v_full[s], ph);
-          const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
-          mbar_wait(&pv_empty[s], ph ^ 1);
-          transpose_v_tile<kDv, kRowV, kN, 3>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - 32,
-                                              kv_end);
-          fence_proxy_async_shared();  // generic-proxy writes of V^T, then the consumers' wgmma reads
-          mbar_arrive(&pv_full[s]);
-          mbar_arrive(&v_empty[s]);
-        }
-        return;
       }
-      // The issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V
-      // stage a load overwrites is that of the tile transposed in the previous iteration).
+      constexpr int kTransposeWarps = kTransposeThreads / 32, kFirstTransposer = 128 - kTransposeThreads;
       constexpr int kAhead = kStages - 1;
-      if (issues)
+      if (!kIssuerWarp && issues)
         for (int j = 0; j < kAhead && j < n_tiles; ++j) issue(j);
       for (int j = 0; j < n_tiles; ++j) {
         const int s = stage_of(j);
         const unsigned ph = phase_of(j);
-        if (issues && j + kAhead < n_tiles) issue(j + kAhead);
+        if (!kIssuerWarp && issues && j + kAhead < n_tiles) issue(j + kAhead);
         mbar_wait(&v_full[s], ph);
         const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
         if constexpr (kFp8) {
           mbar_wait(&pv_empty[s], ph ^ 1);
-          transpose_v_tile<kDv, kRowV, kN>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid, kv_end);
+          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes,
+                                                            ptid - kFirstTransposer, kv_end);
         } else if (kPadding && kv_end < kN) {
           // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
           u8* tile = sV + s * kSmem.v_stage_bytes;
@@ -596,7 +585,10 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         }
         fence_proxy_async_shared();  // generic-proxy writes (V^T, zeroed rows), then the consumers' wgmma reads
         mbar_arrive(&pv_full[s]);
-        if constexpr (kFp8) named_sync(kProducerBar, 128);  // every producer thread is done reading the raw V stage
+        // The transposing threads are done reading the raw V stage: the issuing warp waits for them on v_empty,
+        // or, where the issuing thread transposes too, every producer thread meets here.
+        if constexpr (kIssuerWarp) mbar_arrive(&v_empty[s]);
+        else if constexpr (kFp8) named_sync(kProducerBar, 128);
       }
     };
     for_each_work(produce);

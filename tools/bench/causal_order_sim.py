@@ -6,8 +6,8 @@ the SM that frees first (one CTA per SM, as the two- and three-consumer Hopper k
 over the ideal (all work spread evenly) for: the grid in blockIdx order (x = row tile fastest: every slice's
 heaviest tiles last, so the grid ends on a tail of heavy CTAs), row tiles reversed within each slice, heaviest first
 over the whole grid (the CTAs in flight then span every head: no K/V reuse in L2), and heaviest first within groups
-of a few (kv head, batch) slices (branch exp/causal-heavy-first: the Hopper kernel's grid_work). o: per-CTA overhead in KV tiles
-(prologue and epilogue).
+of a few (kv head, batch) slices (engines/sdpa_sm90/kernel.cuh, grid_work, for masked grids without per-batch
+lengths). o: per-CTA overhead in KV tiles (prologue and epilogue).
   python3 tools/bench/causal_order_sim.py
 """
 import heapq
