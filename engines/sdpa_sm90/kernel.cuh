@@ -177,13 +177,23 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // FP8 D 128 tile, as many as a consumer warp: docs/perf.md, v9.)
 // kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
 // loads (paged FP8: see the producer).
-template <int kDv, int kRowV, int kN, int kWarps = 4>
+// kOpaqueLane: the lane passes through an opaque move, once per tile, so that what derives from it (each unit's two
+// addresses) is not loop-invariant across the producer's tile loop: ptxas then computes the addresses where they
+// are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
+// 56-72 registers (nvcc 13.0: 56 bytes in the FP8 two-consumer kernels, 136-220 in the paged ones, reloaded in
+// every tile's transpose; none with the move), at ~14 more ALU instructions per unit. Measured (H200, one call,
+// docs/perf.md v17): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two-consumer FP8
+// prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions share
+// their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more. So one consumer only.
+template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
   constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kDv rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
   static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
   constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
-  const int warp = ptid / 32, lane = ptid % 32;
+  int lane = ptid % 32;
+  if constexpr (kOpaqueLane) asm volatile("mov.b32 %0, %0;\n" : "+r"(lane));
+  const int warp = ptid / 32;
   const int m = lane / 8, r = lane % 8;  // this lane's addresses: row r of matrix m
   const int c = lane / 4, q = lane % 4;  // this lane's fragment: b16 column c, key positions 4q .. 4q + 3
   // Word 0 (2) takes bytes 0 and 2 (row 2c) for c < 4 and bytes 1 and 3 (row 2c + 1) for c >= 4; word 1 (3) the
@@ -573,8 +583,9 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
         if constexpr (kFp8) {
           mbar_wait(&pv_empty[s], ph ^ 1);
-          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps>(sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes,
-                                                            ptid - kFirstTransposer, kv_end);
+          // One consumer (decode): the opaque lane (transpose_v_tile) where the producer's tile chain binds.
+          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1>(
+              sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
         } else if (kPadding && kv_end < kN) {
           // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
           u8* tile = sV + s * kSmem.v_stage_bytes;
