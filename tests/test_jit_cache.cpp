@@ -53,13 +53,18 @@ KernelSpec combine(int out, int d, int features, const std::string& arch, int wa
 }
 
 // The plan of an example graph for an H200 (`smem_per_block` overrides its shared memory per block).
-Result<Plan> h200_plan(const std::string& example, std::optional<int> smem_per_block = std::nullopt) {
+Result<Plan> plan_on(const std::string& example, const DeviceDesc& device) {
   Result<Graph> g = load_graph_file(test::example_path(example));
   if (!g.ok()) return g.status();
   PlanOptions opt;
-  opt.device = DeviceDesc::h200();
-  if (smem_per_block) opt.device->smem_per_block = *smem_per_block;
+  opt.device = device;
   return Plan::build(g.value(), opt);
+}
+
+Result<Plan> h200_plan(const std::string& example, std::optional<int> smem_per_block = std::nullopt) {
+  DeviceDesc h200 = DeviceDesc::h200();
+  if (smem_per_block) h200.smem_per_block = *smem_per_block;
+  return plan_on(example, h200);
 }
 
 // Compiles on two threads (this machine has two cores) and reports every failure with its log.
@@ -492,7 +497,7 @@ TEST_CASE("a plan round-trips through its artifact without re-running the heuris
   const std::string artifact = plan->to_json();
   nlohmann::json j = nlohmann::json::parse(artifact);
   CHECK(j["rime_plan"] == 2);
-  CHECK(j["decision"]["row"] == "sdpa_fp8_sm89");
+  CHECK(j["decision"]["row"] == "sdpa_fp8_sm90");
   CHECK(j["derived"]["stages"].size() == 2);
   CHECK(j["kernels"].size() == 2);
 
@@ -544,7 +549,9 @@ TEST_CASE("a paged plan round-trips through its artifact", "[plan][paged]") {
 }
 
 TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
-  Result<Plan> plan = h200_plan("fp8_decode_gqa");
+  // On an sm_89 GPU: the mma.sync engine's decode plan (row sdpa_fp8_sm89), whose tiles and splits the edits
+  // below step outside of.
+  Result<Plan> plan = plan_on("fp8_decode_gqa", DeviceDesc::from_arch("sm_89", 128).value());
   REQUIRE(plan.ok());
   const nlohmann::json j = nlohmann::json::parse(plan->to_json());
   auto load_edited = [&](auto&& edit) {
@@ -572,7 +579,7 @@ TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
   // A row that declines the graph.
   Status row = load_edited([](nlohmann::json& e) { e["decision"]["row"] = "sdpa_fp8_sm90"; });
   CHECK(row.code() == StatusCode::NotSupported);
-  CHECK(has(row, "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32"));
+  CHECK(has(row, "row sdpa_fp8_sm90: arch sm_89 not in [sm_90, sm_90]"));
   // Another kernel recorded for a stage, and another key.
   CHECK(load_edited([](nlohmann::json& e) {
           e["derived"]["stages"][0]["name_expression"] = "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 16, 32, 0>";
@@ -581,8 +588,8 @@ TEST_CASE("an edited plan artifact is refused, never trusted", "[plan]") {
   CHECK(key.code() == StatusCode::CacheCorrupt);
   CHECK(has(key, "kernel 1 is combine with key aaaaaaaaaaaaaaaa"));
   CHECK(load_edited([](nlohmann::json& e) { e["kernels"].erase(1); }).code() == StatusCode::CacheCorrupt);
-  // Another arch: the row still accepts sm_89, but every derived kernel is another one; on sm_80 it declines.
-  CHECK(load_edited([](nlohmann::json& e) { e["device"]["arch"] = "sm_89"; }).code() == StatusCode::CacheCorrupt);
+  // Another arch: the row still accepts sm_90a, but every derived kernel is another one; on sm_80 it declines.
+  CHECK(load_edited([](nlohmann::json& e) { e["device"]["arch"] = "sm_90a"; }).code() == StatusCode::CacheCorrupt);
   CHECK(load_edited([](nlohmann::json& e) { e["device"]["arch"] = "sm_80"; }).code() == StatusCode::NotSupported);
   // Versions.
   Status version = load_edited([](nlohmann::json& e) { e["rime_version"] = "0.0.9"; });

@@ -160,10 +160,12 @@ TEST_CASE("required declines explain themselves", "[match]") {
     CHECK(match_row(row, f).reason == "row sdpa_fp8_sm90: engine sdpa_sm90_ws is not built yet");
   }
   SECTION("the wgmma engine's own limits") {
-    // Decode leaves its 128-row tiles empty: the mma.sync engine runs it.
+    // Decode: the warp-specialized row takes it (its one-consumer tile of 64 rows; memory-bound, the empty rows
+    // cost tensor work only, docs/perf.md v17); the pre-pass row's 128-row tiles would run mostly empty.
     Facts decode = facts_of(example_json("fp8_decode_gqa"));
-    CHECK(verdict_of(match(decode), "sdpa_fp8_sm90").reason ==
-          "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32: its row tiles would run mostly empty");
+    CHECK(verdict_of(match(decode), "sdpa_fp8_sm90").accepted);
+    CHECK(verdict_of(match(decode), "sdpa_fp8_sm90_prepass").reason ==
+          "row sdpa_fp8_sm90_prepass: packed rows S_q x group = 1 x 4 = 4 < 64: its row tiles would run mostly empty");
     // wgmma needs the arch-specific target.
     Facts plain = facts_of(example_json("fp8_prefill"), DeviceDesc::from_arch("sm_90", 132).value());
     CHECK(has(verdict_of(match(plain), "sdpa_fp8_sm90").reason, "is not sm_90a"));
@@ -404,7 +406,16 @@ TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warp
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   json doc = example_json("fp8_decode_gqa");
-  Facts f = facts_of(doc);
+  // On the H200 an FP8 decode runs on the warp-specialized engine's one-consumer tile, split.
+  Facts hopper = facts_of(doc);
+  Result<Config> h = choose(hopper, match(hopper));
+  REQUIRE(h.ok());
+  CHECK(h->decision.row_id == "sdpa_fp8_sm90");
+  CHECK(h->decision.tile == TileShape{64, 128});
+  CHECK(h->decision.split_kv > 1);
+  // On an sm_89 GPU (Ada: no wgmma) the mma.sync engine's decode tile.
+  const DeviceDesc ada = DeviceDesc::from_arch("sm_89", 128).value();
+  Facts f = facts_of(doc, ada);
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
   CHECK(c->decision.row_id == "sdpa_fp8_sm89");
@@ -426,7 +437,7 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   CHECK(c->derived.stages[0].grid[2] == 8 * int64_t{split});
 
   doc["op"]["knobs"] = {{"split_kv", 8}, {"tile", {{"q", 64}, {"kv", 64}}}};
-  Facts pinned = facts_of(doc);
+  Facts pinned = facts_of(doc, ada);
   Result<Config> p = choose(pinned, match(pinned));
   REQUIRE(p.ok());
   CHECK(p->decision.split_kv == 8);
@@ -436,7 +447,8 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
 
 TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]") {
   json doc = example_json("fp8_decode_gqa");
-  Facts f = facts_of(doc);
+  const DeviceDesc ada = DeviceDesc::from_arch("sm_89", 128).value();  // the mma.sync engine's decode
+  Facts f = facts_of(doc, ada);
   Result<Config> c = choose(f, match(f));
   REQUIRE(c.ok());
   Result<Derived> again = derive(f, c->decision);
@@ -457,15 +469,15 @@ TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]"
   d.tile = {32, 64};
   CHECK(derive(f, d).status().message() == "row sdpa_fp8_sm89: tile 32x64 not in {16x32, 16x64, 32x32, 64x64, 128x64}");
   d = c->decision;
-  d.row_id = "sdpa_fp8_sm90";  // declines decode
-  CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: packed rows S_q x group = 1 x 4 = 4 < 32"));
+  d.row_id = "sdpa_fp8_sm90";  // declines sm_89
+  CHECK(has(derive(f, d).status().message(), "row sdpa_fp8_sm90: arch sm_89 not in [sm_90, sm_90]"));
   d.row_id = "combine";
   CHECK(derive(f, d).status().message() == "no attention row 'combine'");
   d.row_id = "no_such_row";
   CHECK(derive(f, d).status().code() == StatusCode::NotSupported);
 
   doc["op"]["knobs"] = {{"split_kv", 8}};
-  Facts pinned = facts_of(doc);
+  Facts pinned = facts_of(doc, ada);
   d = c->decision;
   d.split_kv = 16;
   CHECK(derive(pinned, d).status().message() == "row sdpa_fp8_sm89: split_kv 16 differs from the pinned split_kv 8");

@@ -19,8 +19,9 @@ struct GraphDraw {
 // kWgmmaShapes draws only what the pre-pass wgmma engine (sdpa_fp8_sm90_prepass) serves: E4M3 inputs, D 128, at
 // least 64 packed rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
 // kSm90Ws draws what the warp-specialized engine (sdpa_sm90_ws) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
-// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows, no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000
-// (tails in rows and keys, several tiles, fully masked row tiles).
+// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the FP8 draws: decodes of 1-8 query
+// tokens), no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000 (tails in rows and keys, several
+// tiles, fully masked row tiles).
 enum class Draw { kAll, kWgmmaShapes, kSm90Ws };
 
 inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
@@ -52,6 +53,12 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const bool decode = !prefill_only && coin(0.25);
   int64_t S_q = decode ? 1 : prefill_only ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
   if (prefill_only && S_q * group < 64) S_q = 64;
+  // kSm90Ws: a quarter of the FP8 draws are decodes of 1, 2, 4 or 8 query tokens, which the engine's one-consumer
+  // tile serves at any packed-row count; a generator of their own keeps the other fields of each seed's draw.
+  if (ws && fp8) {
+    std::mt19937_64 decode_rng(seed ^ 0x5a5a5a5aULL);
+    if (decode_rng() % 4 == 0) S_q = int64_t{1} << (decode_rng() % 4);
+  }
   const int64_t S_kv = prefill_only ? pick({1, 50, 129, 300, 513, 1000}) : pick({1, 50, 64, 129, 256, 300, 513});
   const int layout = static_cast<int>(pick({0, 0, 1, 2}));  // bhsd, bshd, strided (padded rows)
 
