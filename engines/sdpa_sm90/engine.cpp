@@ -42,7 +42,7 @@ ConsumerChoice consumers_of(const Facts& f) {
   // At most 64 packed rows (a decode's S_q x group, one token or several): one 64-row consumer, two CTAs per SM
   // (rime_ws::ctas_per_sm). FP8 only: the 16-bit row lists no 64-row tile (not measured). A decode is
   // memory-bound, so the tile's empty rows cost only tensor work: one token of a GQA group of 4 (4 rows of 64)
-  // measured 0.90x-0.95x the time of the mma.sync engine's 16-row tile (docs/perf.md v17).
+  // measured 0.90x-0.97x the time of the mma.sync engine's 16-row tile (docs/perf.md v17).
   if (f.S_q * f.group <= 64 && consumer_count_fits(f, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!consumer_count_fits(f, 3)) return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};

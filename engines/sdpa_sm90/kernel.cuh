@@ -182,9 +182,10 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
 // 56-72 registers (nvcc 13.0: 56 bytes in the FP8 two-consumer kernels, 136-220 in the paged ones, reloaded in
 // every tile's transpose; none with the move), at ~14 more ALU instructions per unit. Measured (H200, one call,
-// docs/perf.md v17): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two-consumer FP8
-// prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions share
-// their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more. So one consumer only.
+// docs/perf.md v17): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two- and three-consumer
+// FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
+// issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
+// So one consumer only.
 template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
   constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kDv rows][kVtRow bytes]
