@@ -9,6 +9,7 @@ many instruction lines differ (addresses and branch-label numbers removed; the w
 ptxas's spill bytes. `--ws ARGS` names an sdpa_sm90_ws specialization by its template arguments (kIn, kOut, kDqk,
 kDv, kFeatures, kC; the features are the RIME_F_* bits, e.g. 128 scale_o, 33394 the balanced paged decode);
 `--inst` any other: a header under engines/ and what follows `template __global__ void` (with its parameter list).
+`--dump DIR` also writes each kernel's compared lines to DIR/KERNEL.a and .b, for diff.
 
 Where the SASS of a kernel is the same in both trees, the kernel that ran on the GPU in one tree is the kernel of
 the other: docs/testing.md says which claims rest on this. Exits 1 when some kernel differs, 0 when none does.
@@ -83,6 +84,7 @@ def main():
     ap.add_argument("tree_b")
     ap.add_argument("--ws", action="append", default=[], help="sdpa_sm90_ws template arguments, e.g. '2, 2, 128, 128, 128, 2'")
     ap.add_argument("--inst", action="append", default=[], help="HEADER:INSTANTIATION (after 'template __global__ void')")
+    ap.add_argument("--dump", metavar="DIR", help="also write each kernel's SASS lines (as compared) to DIR/NAME.a / .b")
     a = ap.parse_args()
     headers = [WS_HEADER] if a.ws else []
     insts = [f"rime_dev::sdpa_ws_fwd<{w}>(const __grid_constant__ SdpaWsParams)" for w in a.ws]
@@ -106,6 +108,11 @@ def main():
         differ += n > 0
         sa, sb = spills_a.get(name, (0, 0)), spills_b.get(name, (0, 0))
         short = re.sub(r"^_ZN8rime_dev\d+", "", name)[:60]
+        if a.dump:
+            os.makedirs(a.dump, exist_ok=True)
+            for tag, lines in (("a", ia), ("b", ib)):
+                with open(os.path.join(a.dump, f"{short}.{tag}"), "w") as f:
+                    f.write("\n".join(lines) + "\n")
         print(f"{short:<60} {len(ia):>8} {len(ib):>8} {n:>7}  {sa[0]}/{sa[1]} -> {sb[0]}/{sb[1]}")
     print(f"{differ} of {len(set(sass_a) | set(sass_b))} kernels differ")
     return 1 if differ else 0
