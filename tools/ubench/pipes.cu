@@ -5,6 +5,17 @@
 // throughputs: per SM per clock, from clock64 over the loop (one CTA per SM). Results: docs/perf.md (v18).
 //   nvcc -arch=sm_90a -O3 -o pipes tools/ubench/pipes.cu && ./pipes
 #include <cstdio>
+#include <cstdlib>
+
+// Stops at the first CUDA error, naming the call (a failed launch must not print a figure).
+#define UBENCH_CHECK(call)                                       \
+  do {                                                           \
+    const cudaError_t e = (call);                                \
+    if (e != cudaSuccess) {                                      \
+      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
+      exit(1);                                                   \
+    }                                                            \
+  } while (0)
 
 constexpr int kIters = 4096, kChains = 8;
 
@@ -69,12 +80,13 @@ void run(const char* name, int sms, int warps_per_sm) {
   float* out;
   long long* cycles;
   const int threads = 32 * warps_per_sm;
-  cudaMalloc(&out, sizeof(float) * sms * threads);
-  cudaMalloc(&cycles, sizeof(long long) * sms);
+  UBENCH_CHECK(cudaMalloc(&out, sizeof(float) * sms * threads));
+  UBENCH_CHECK(cudaMalloc(&cycles, sizeof(long long) * sms));
   pipe_kernel<kOp><<<sms, threads>>>(out, cycles, 1.f);  // warm-up
   pipe_kernel<kOp><<<sms, threads>>>(out, cycles, 1.f);
+  UBENCH_CHECK(cudaGetLastError());
   long long c[1024];
-  cudaMemcpy(c, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost);
+  UBENCH_CHECK(cudaMemcpy(c, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
   long long mx = 0;
   for (int i = 0; i < sms; ++i) mx = c[i] > mx ? c[i] : mx;
   // Per SM (one CTA per SM); the latency test (6) counts its one step per iteration per thread.
@@ -89,7 +101,8 @@ void run(const char* name, int sms, int warps_per_sm) {
 
 int main() {
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  UBENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (sms > 1024) sms = 1024;  // the cycle counts are read into an array of 1024
   run<6>("latency: ffma -> ex2", sms, 4);
   for (int w : {4, 8, 16}) {
     run<0>("ex2.approx (MUFU.EX2)", sms, w);

@@ -7,8 +7,19 @@
 // without the pack. Results and what they meant for the kernels: docs/perf.md (v18).
 //   nvcc -arch=sm_90a -O3 -std=c++17 -I engines -o softmax tools/ubench/softmax.cu && ./softmax
 #include <cstdio>
+#include <cstdlib>
 
 #include "sdpa_sm90/kernel.cuh"
+
+// Stops at the first CUDA error, naming the call (a failed launch must not print a figure).
+#define UBENCH_CHECK(call)                                       \
+  do {                                                           \
+    const cudaError_t e = (call);                                \
+    if (e != cudaSuccess) {                                      \
+      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
+      exit(1);                                                   \
+    }                                                            \
+  } while (0)
 
 constexpr int kNT = 16, kIters = 2048;
 
@@ -136,17 +147,19 @@ __global__ void softmax_kernel(unsigned* out, long long* cycles, float mul) {
 
 int main() {
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  UBENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (sms > 1024) sms = 1024;  // the cycle counts are read into an array of 1024
   unsigned* out;
   long long* cycles;
-  cudaMalloc(&out, sizeof(unsigned) * sms * 512);
-  cudaMalloc(&cycles, sizeof(long long) * sms);
+  UBENCH_CHECK(cudaMalloc(&out, sizeof(unsigned) * sms * 512));
+  UBENCH_CHECK(cudaMalloc(&cycles, sizeof(long long) * sms));
   auto run = [&](auto kernel, const char* name) {
     for (int warps : {4, 8, 12}) {
       kernel<<<sms, 32 * warps>>>(out, cycles, 0.1f);
       kernel<<<sms, 32 * warps>>>(out, cycles, 0.1f);
+      UBENCH_CHECK(cudaGetLastError());
       long long c[1024], mx = 0;
-      cudaMemcpy(c, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost);
+      UBENCH_CHECK(cudaMemcpy(c, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
       for (int i = 0; i < sms; ++i) mx = c[i] > mx ? c[i] : mx;
       printf("%s, %d warp(s) per sub-partition: %.0f cycles per tile (MUFU floor %d)\n", name, warps / 4,
              double(mx) / kIters, 528 * warps / 4);
