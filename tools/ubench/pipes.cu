@@ -5,17 +5,8 @@
 // throughputs: per SM per clock, from clock64 over the loop (one CTA per SM). Results: docs/perf.md (v18).
 //   nvcc -arch=sm_90a -O3 -o pipes tools/ubench/pipes.cu && ./pipes
 #include <cstdio>
-#include <cstdlib>
 
-// Stops at the first CUDA error, naming the call (a failed launch must not print a figure).
-#define UBENCH_CHECK(call)                                       \
-  do {                                                           \
-    const cudaError_t e = (call);                                \
-    if (e != cudaSuccess) {                                      \
-      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
-      exit(1);                                                   \
-    }                                                            \
-  } while (0)
+#include "ubench.h"
 
 constexpr int kIters = 4096, kChains = 8;
 

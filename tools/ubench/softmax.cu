@@ -7,19 +7,9 @@
 // without the pack. Results and what they meant for the kernels: docs/perf.md (v18).
 //   nvcc -arch=sm_90a -O3 -std=c++17 -I engines -o softmax tools/ubench/softmax.cu && ./softmax
 #include <cstdio>
-#include <cstdlib>
 
 #include "sdpa_sm90/kernel.cuh"
-
-// Stops at the first CUDA error, naming the call (a failed launch must not print a figure).
-#define UBENCH_CHECK(call)                                       \
-  do {                                                           \
-    const cudaError_t e = (call);                                \
-    if (e != cudaSuccess) {                                      \
-      fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
-      exit(1);                                                   \
-    }                                                            \
-  } while (0)
+#include "ubench.h"
 
 constexpr int kNT = 16, kIters = 2048;
 
