@@ -941,6 +941,8 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
         if (t.is_output)
           REQUIRE(api->cuMemsetD8(reinterpret_cast<CUdeviceptr>(buffers[t.uid]), 0xFF,
                                   static_cast<size_t>(tensor_storage_bytes(t))) == CUDA_SUCCESS);
+      // Those ran on the legacy stream, which the non-blocking `stream` does not wait for (testing::run_trial).
+      REQUIRE(api->cuCtxSynchronize() == CUDA_SUCCESS);
     };
     testing::TrialInputs first = testing::make_inputs(graph, 1), second = testing::make_inputs(graph, 2);
     if (const TensorDesc* lens = graph.operand(Role::SeqLenKv))

@@ -36,6 +36,7 @@ const Loaded& loaded() {
         load(lib, "cuMemsetD8Async", a.cuMemsetD8Async, s) && load(lib, "cuStreamCreate", a.cuStreamCreate, s) &&
         load(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, s) &&
         load(lib, "cuStreamSynchronize", a.cuStreamSynchronize, s) &&
+        load(lib, "cuCtxSynchronize", a.cuCtxSynchronize, s) &&
         load(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, s) &&
         load(lib, "cuStreamEndCapture", a.cuStreamEndCapture, s) &&
         load(lib, "cuGraphInstantiateWithFlags", a.cuGraphInstantiate, s) &&

@@ -20,6 +20,7 @@ struct CudaApi {
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuCtxSynchronize)();
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);

@@ -355,6 +355,13 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD8(w.value(), 0xFF, static_cast<size_t>(plan.workspace_size())),
                                        "cuMemsetD8(workspace)"));
   }
+  // The poison and the uploads above run on the legacy default stream: cuMemsetD8 returns before the device has
+  // written, and cuMemcpyHtoD from pageable memory once the bytes are staged. The plan runs on a non-blocking
+  // stream, which does not wait for the legacy stream, so without this the kernels could read inputs not yet
+  // uploaded and the poison could land after them. Seen on the H200 (session 18) whenever another process loaded
+  // the GPU: split plans with NaN Stats (poisoned partials or Stats), unwritten O, or O wrong with the LSE exact
+  // (V not yet uploaded), on main and on every branch alike, none reproducible on an idle GPU.
+  RIME_RETURN_IF_ERROR(driver::check(api->cuCtxSynchronize(), "cuCtxSynchronize(inputs and poison)"));
   CUstream stream = nullptr;
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   struct StreamGuard {
