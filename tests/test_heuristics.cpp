@@ -205,12 +205,19 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_ws::tile_kv(2, 128, 3) == 64);
   CHECK(rime_ws::tile_kv(1, 128, 2) == 128);
   CHECK(rime_ws::tile_kv(1, 64, 2) == 256);
-  // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys, the barriers.
+  // V^T sub-tiles have 8 rows for the tensor cores' row sums: FP8 prefill (2-3 consumers) with D_v <= 128 only.
+  CHECK(rime_ws::vt_sum_rows(true, 128, 3) == 8);
+  CHECK(rime_ws::vt_sum_rows(true, 64, 2) == 8);
+  CHECK(rime_ws::vt_sum_rows(true, 256, 2) == 0);
+  CHECK(rime_ws::vt_sum_rows(true, 128, 1) == 0);
+  CHECK(rime_ws::vt_sum_rows(false, 128, 2) == 0);
+  // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys (V^T: 128 + 8 rows), the
+  // barriers.
   const rime_ws::Smem s = rime_ws::smem(1, 128, 128, 3, true, false, rime_ws::kSmemLimit);
   CHECK(s.k == 192 * 128);
   CHECK(s.v == s.k + 2 * 64 * 128);
   CHECK(s.vt == s.v + 2 * 64 * 128);
-  CHECK(s.barriers == s.vt + 2 * 128 * 64);
+  CHECK(s.barriers == s.vt + 2 * (128 + 8) * 64);
   CHECK(s.total == s.barriers + 16 * 8 + 1024);
   // Block-scaled O stages three consumers' epilogues when they fit.
   CHECK(rime_ws::smem(1, 128, 128, 3, true, true, rime_ws::kSmemLimit).staged_epilogue);

@@ -431,7 +431,8 @@ __device__ __forceinline__ void store_block_segment(const SdpaParams& p, const S
 // meets at named barrier stage_barrier instead of __syncthreads.
 // kStageRows > 0: block-scaled O goes through `stage` (BlockStage<kStageRows, kDv>::kBytes of shared memory
 // that nothing else uses any more; the calling warps own 16 rows each, warp w rows 16w ..).
-template <int kIn, int kOut, int kDv, int kFeatures, int kStageRows = 0>
+// kWholeRowSums: l_run holds each row's whole sum (summed by the tensor cores), not this thread's quarter of it.
+template <int kIn, int kOut, int kDv, int kFeatures, int kStageRows = 0, bool kWholeRowSums = false>
 __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&o_acc)[kDv / 8][4],
                                                    const float (&m_run)[2], const float (&l_run)[2],
                                                    const ThreadRows& rows, int b, int split, int h_kv,
@@ -458,7 +459,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   // and a row loop is too large for the compiler to unroll once the block-scaled epilogue is in it.
   auto finish_row = [&](auto slot_tag) {
     constexpr int slot = decltype(slot_tag)::value;
-    float l = quad_sum(l_run[slot]);
+    float l = kWholeRowSums ? l_run[slot] : quad_sum(l_run[slot]);
     float m = m_run[slot];
     float row_max = m;  // max score without the sink, for Amax_S
     if constexpr (kSink) {

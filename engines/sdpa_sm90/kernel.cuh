@@ -160,6 +160,20 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
   }
 }
 
+// O (64 x D) += P V as wgmma_pv, with 8 more columns into e: V^T's 8 rows of ones after its D rows make them
+// the rows' sums of P (rime_ws::vt_sum_rows).
+template <int kIn, int kD>
+__device__ __forceinline__ void wgmma_pv_sum(float (&o)[kD / 8][4], float (&e)[4], const u32 (&a)[4], u64 b) {
+  static_assert(kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2, "FP8 only");
+  if constexpr (kIn == RIME_T_E4M3) {
+    if constexpr (kD == 64) wgmma_rs_sum_m64n72_e4m3_e4m3(o, e, a, b, 1);
+    else wgmma_rs_sum_m64n136_e4m3_e4m3(o, e, a, b, 1);
+  } else {  // P is E4M3, V E5M2
+    if constexpr (kD == 64) wgmma_rs_sum_m64n72_e4m3_e5m2(o, e, a, b, 1);
+    else wgmma_rs_sum_m64n136_e4m3_e5m2(o, e, a, b, 1);
+  }
+}
+
 // The FP8 transpose of one V tile (kN keys of kDv bytes, as the TMA wrote it: sub-tiles of kRowV-byte rows) into
 // V^T (kDv rows of kN key bytes, as sub-tiles of row_bytes(kN)-byte rows along the keys, each with the swizzle
 // of its row width), keys permuted within each 16 as pack_p_fp8's P fragment holds them (vt_key_of_position),
@@ -186,9 +200,10 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 // FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
 // issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
 // So one consumer only.
-template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false>
+// kVtRows: the rows of a V^T sub-tile (kDv, + rime_ws::vt_sum_rows rows of ones, which this leaves alone).
+template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false, int kVtRows = kDv>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
-  constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kDv rows][kVtRow bytes]
+  constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kVtRows rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
   static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
   constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
@@ -224,7 +239,7 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
       for (int k = 0; k < 4; ++k) w[k] &= keep;
     }
     const int pos = g * 16;  // this unit's 16 key positions: in sub-tile pos / kVtRow
-    stmatrix_x4(svt + (pos / kVtRow) * (kDv * kVtRow) + swz<kVtRow>(d0 + st_d, pos % kVtRow), w);
+    stmatrix_x4(svt + (pos / kVtRow) * (kVtRows * kVtRow) + swz<kVtRow>(d0 + st_d, pos % kVtRow), w);
   }
 }
 
@@ -236,7 +251,11 @@ constexpr float kLog2PScale = 8.807354922057604f;
 // largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
 // FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
 // chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units.
-template <int kNT>
+// kRowSums false: l_run is left alone (the caller sums P otherwise: rime_ws::vt_sum_rows).
+// kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
+// tiles leave O's rows as they are (alpha exactly 1, which the caller's rescale skips); P then reaches up to
+// 2^kSlack times its scale (FlashAttention-4's conditional rescale). m_run is then not the row's max.
+template <int kNT, bool kRowSums = true, int kSlack = 0>
 __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
                                                    float mul, float log2_p_scale, float (&alpha)[2]) {
 #pragma unroll
@@ -248,7 +267,9 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
       if (n + 1 < kNT) mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
     }
     const float m_tile = quad_max(fmaxf(mx0, mx1)) * mul;
-    const float m_new = fmaxf(m_run[r], m_tile);
+    float m_new;
+    if constexpr (kSlack > 0) m_new = m_tile > m_run[r] + float(kSlack) ? m_tile : m_run[r];
+    else m_new = fmaxf(m_run[r], m_tile);
     const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
     alpha[r] = exp2_approx(m_run[r] - m_use);
     m_run[r] = m_new;
@@ -260,10 +281,12 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
       const float p1 = exp2_approx(fmaf(s[n][2 * r + 1], mul, neg_bias));
       s[n][2 * r] = p0;
       s[n][2 * r + 1] = p1;
-      if (n & 1) sum1 += p0 + p1;
-      else sum0 += p0 + p1;
+      if constexpr (kRowSums) {
+        if (n & 1) sum1 += p0 + p1;
+        else sum0 += p0 + p1;
+      }
     }
-    l_run[r] = l_run[r] * alpha[r] + (sum0 + sum1);
+    if constexpr (kRowSums) l_run[r] = l_run[r] * alpha[r] + (sum0 + sum1);
   }
 }
 
@@ -290,6 +313,12 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
+  // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_ws::vt_sum_rows), and
+  // where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
+  // weights P.V used, but as an LSE it is off the exact one by up to 0.03 on short rows, past SPEC's Stats tolerance
+  // (docs/perf.md v19): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
+  constexpr int kSumRows = rime_ws::vt_sum_rows(kFp8, kDv, kC);
+  constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
   constexpr rime_ws::Smem kSmem =
       rime_ws::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
@@ -465,6 +494,17 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  if constexpr (kMmaSums) {
+    // The rows of ones after each V^T sub-tile's kDv rows, in every stage: written once (the transposes write
+    // rows below kDv only). 1.0 in V's type; every byte of a row is the same, so the swizzle does not matter.
+    constexpr int kVtRow = rime_ws::row_bytes(kN), kSubTiles = kN / kVtRow, kWordsPerSub = kSumRows * kVtRow / 4;
+    constexpr u32 kOnes = kIn == RIME_T_E5M2 ? 0x3C3C3C3Cu : 0x38383838u;
+    for (int i = tid; i < kStages * kSubTiles * kWordsPerSub; i += blockDim.x) {
+      const int stage = i / (kSubTiles * kWordsPerSub), sub = i / kWordsPerSub % kSubTiles, w = i % kWordsPerSub;
+      reinterpret_cast<u32*>(sVt + stage * kSmem.vt_stage_bytes + sub * (kDv + kSumRows) * kVtRow + kDv * kVtRow)[w] = kOnes;
+    }
+    fence_proxy_async_shared();  // generic-proxy writes, then the consumers' wgmma reads
+  }
   __syncthreads();
 
   if (wg == 0) {
@@ -585,7 +625,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         if constexpr (kFp8) {
           mbar_wait(&pv_empty[s], ph ^ 1);
           // One consumer (decode): the opaque lane (transpose_v_tile) where the producer's tile chain binds.
-          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1>(
+          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kDv + kSumRows>(
               sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
         } else if (kPadding && kv_end < kN) {
           // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
@@ -651,6 +691,14 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     zero_fragments(s);
     float m_run[2] = {neg_inf(), neg_inf()};
     float l_run[2] = {0.f, 0.f};
+    // kMmaSums: P.V's 8 columns of row sums (row g: 0, 1; row g + 8: 2, 3), one tile's at a time. They are moved
+    // into l_run (fp32 adds) and cleared after every P.V: accumulated over a whole row inside the FP8 wgmma, whose
+    // accumulation keeps far fewer bits than fp32, the positive sum lost its small late terms (B1 S16384: O rel L2
+    // 0.41 against main's 0.11 on the H200). Cleared by a multiply with an opaque zero: assigning 0.f made ptxas
+    // serialize every wgmma (C7511, insufficient registers for the wgmma pipeline; 1.43x slower at S16384).
+    float l_acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    float opaque_zero;
+    asm("mov.b32 %0, 0;\n" : "=f"(opaque_zero));
     constexpr int kPSteps = kFp8 ? kN / 32 : kN / 16;  // k steps of P.V
     u32 pa[kPSteps][4];                               // P of the previous tile, as wgmma A fragments
 
@@ -687,8 +735,10 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
         // of 128 bytes) per k step.
         constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
-        const int off = kFp8 ? (c * 32 / kVtRow) * (kDv * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
-        if constexpr (kDescFromPointers)
+        const int off = kFp8 ? (c * 32 / kVtRow) * ((kDv + kSumRows) * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
+        if constexpr (kMmaSums)
+          wgmma_pv_sum<kIn, kDv>(o_acc, l_acc[0], pa[c], v_stage + u64(off >> 4));
+        else if constexpr (kDescFromPointers)
           wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major_sw128(sV + stage_of(j) * stage_bytes + off, kN * 128));
         else
           wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64(off >> 4));
@@ -696,7 +746,12 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     };
     // The online softmax of tile j (see online_softmax_raw). A tile needs masking only where some row of the warp
     // has a key bound inside it (causal: the diagonal tiles; padding and the end of the keys: the last one).
-    const float log2_p_scale = kFp8 ? kLog2PScale : 0.f;
+    // The running max moves only past a slack (online_softmax_raw), so that O's rescale, which ran in 66% of the FP8
+    // D 128 tiles, is skipped on most: 8 (P up to 256) for 16-bit P; 1 for FP8, whose P then sits on kPScale / 2 so
+    // that it stays within E4M3's 448. Not with Amax_S, whose epilogue takes m_run for the row's max. With the row
+    // sums on the tensor cores (kMmaSums): FP8 prefill 2-7% faster, BF16 0-5% (H200, docs/perf.md v20).
+    constexpr int kSlack = (kFeatures & RIME_F_AMAX_S) != 0 ? 0 : kFp8 ? 1 : 8;
+    const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
     auto softmax = [&](int j, float (&alpha)[2]) {
       const int key0 = (kt_begin + j) * kN;
       float mul = scale_log2;
@@ -717,11 +772,17 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
           for (int e = 0; e < 4; ++e)
             if (key_outside(rows, e / 2, key0 + n * 8 + 2 * t + (e & 1))) s[n][e] = neg_inf();
       }
-      online_softmax_raw(s, m_run, l_run, mul, log2_p_scale, alpha);
+      online_softmax_raw<kNT, !kMmaSums, kSlack>(s, m_run, l_run, mul, log2_p_scale, alpha);
     };
     // O's rows times alpha, skipped when no row of the warp moved its max (alpha exactly 1: most tiles past the
     // first few of a long row).
     auto rescale = [&](const float (&alpha)[2]) {
+      if constexpr (kMmaSums) {  // l_run (at the previous tile's max) + the finished P.V's sums, then at the new max
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l_run[r] = (l_run[r] + l_acc[0][2 * r]) * alpha[r];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) l_acc[0][e] *= opaque_zero;
+      }
       if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o_acc, alpha);
     };
     auto pack_p = [&]() {
@@ -777,6 +838,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         softmax(j, alpha);
         wgmma_wait_group<0>();
         fence_operands(o_acc);
+        fence_operands(l_acc);
         release(&pv_empty[stage_of(j - 1)]);
         rescale(alpha);
         pack_p();
@@ -792,16 +854,30 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1)) named_arrive(next_bar, 256);
       wgmma_wait_group<0>();
       fence_operands(o_acc);
+      fence_operands(l_acc);
       release(&pv_empty[stage_of(n_tiles - 1)]);
     }
+    if constexpr (kMmaSums) {  // the last tile's sums (every column of the 8 holds its row's)
+      l_run[0] += l_acc[0][0];
+      l_run[1] += l_acc[0][2];
+    }
     if constexpr (kFp8) {
+      // P was summed and multiplied on kPScale / 2^kSlack (log2_p_scale); the epilogue removes kPScale from O (in its
+      // descale_v) and from nothing else, so O takes the 2^kSlack back here and l all of it (exact powers of two).
+      constexpr float kSlackFactor = float(1 << kSlack);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) l_run[r] *= 1.f / kPScale;  // P was summed on kPScale (kLog2PScale)
+      for (int r = 0; r < 2; ++r) l_run[r] *= kSlackFactor / kPScale;
+      if constexpr (kSlack > 0) {
+#pragma unroll
+        for (int d = 0; d < kDT; ++d)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o_acc[d][e] *= kSlackFactor;
+      }
     }
 
     void* stage = kSmem.staged_epilogue ? static_cast<void*>(smem + kSmem.stage + cw * kSmem.stage_bytes_per_consumer)
                                         : nullptr;
-    attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0>(
+    attention_epilogue<kIn, kOut, kDv, kFeatures, kSmem.staged_epilogue ? 64 : 0, kMmaSums>(
         p, o_acc, m_run, l_run, rows, b, split, h_kv, cw == 0 && (kBalanced || q_tile == int(gridDim.x) - 1), ctid,
         128, stage, kOwnBar + cw);
   };

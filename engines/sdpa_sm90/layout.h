@@ -54,6 +54,14 @@ RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
                                             : 128;
 }
 
+// FP8 prefill (two or three consumers) with D_v <= 128: each V^T sub-tile has room for 8 rows after its D_v rows.
+// Where the plan writes no LSE the kernel fills them with ones and runs P.V with N = D_v + 8, so that its last 8
+// columns are the rows' sums of P, summed by the tensor cores: the consumers' 64 FADDs per tile go. (D_v 256 would
+// need N = 264 > 256; one consumer serves decode, where the consumers are not what binds.)
+RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
+  return fp8 && n_consumers > 1 && d_v <= 128 ? 8 : 0;
+}
+
 // floor(log2(x)) for x >= 1: a paged tile's box is min(page_size, tile_kv) keys, both powers of two.
 RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor(x / 2) : 0; }
 
@@ -63,7 +71,8 @@ RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor
 RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) { return bytes_per_row % 128 == 0 ? 128 : 64; }
 
 // Shared memory, byte offsets from the 1024-byte-aligned base (the 128-byte swizzle's atoms are 1024 bytes):
-// Q (tile_q rows), kStages K and V tiles, for FP8 kStages V^T tiles (D rows of tile_kv keys), the mbarriers,
+// Q (tile_q rows), kStages K and V tiles, for FP8 kStages V^T tiles (D_v rows of tile_kv keys, + vt_sum_rows
+// rows of ones per sub-tile), the mbarriers,
 // then for block-scaled O the staging area of the consumers' epilogues when it fits. `total` includes the
 // 1024 bytes the kernel uses to align the dynamic base.
 struct Smem {
@@ -78,7 +87,7 @@ RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_co
   const int n = tile_kv(elem_bytes, d_qk, n_consumers);
   s.k_stage_bytes = n * d_qk * elem_bytes;
   s.v_stage_bytes = n * d_v * elem_bytes;
-  s.vt_stage_bytes = fp8 ? d_v * n : 0;
+  s.vt_stage_bytes = fp8 ? (d_v + vt_sum_rows(fp8, d_v, n_consumers)) * n : 0;
   s.q = 0;
   s.k = align1024(s.q + tile_q(n_consumers) * d_qk * elem_bytes);
   s.v = align1024(s.k + kStages * s.k_stage_bytes);
