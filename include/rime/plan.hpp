@@ -76,7 +76,10 @@ class Plan {
   // Runs the plan on `stream` (a CUstream; nullptr is the legacy default stream). `buffers` maps every tensor
   // uid of the graph to device memory. No allocation, no synchronisation, no compile: capturable in a CUDA
   // graph. Outputs Amax_O / Amax_S are zeroed on the stream first. InvalidArgument for a missing, misaligned or
-  // overlapping buffer or workspace (nothing is launched then).
+  // overlapping buffer or workspace (nothing is launched then). The kernels read the inputs and write the outputs
+  // in `stream`'s order only: writes the caller made on another stream (a cuMemsetD8 or pageable cuMemcpyHtoD,
+  // which run on the legacy stream, which a non-blocking stream does not wait for) must be ordered before it by
+  // the caller (an event, or a synchronize), as for any kernel.
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
                  const ExecuteOptions& options) const;
