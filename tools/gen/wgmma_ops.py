@@ -24,10 +24,13 @@ def reg_list(first, count):
     return ", ".join(f"%{first + i}" for i in range(count))
 
 
-def emit(name, types, k, n, form):
-    regs = n // 2
+def emit(name, types, k, n, form, sums=False):
+    """One wrapper of m64n<n>; sums (form "rs", FP8): N = n + 8, the last 8 columns in e: a B whose last 8 rows are
+    ones puts each row's sum of A (P) in every column of e."""
+    regs = n // 2 + (4 if sums else 0)
     acc = "{" + reg_list(0, regs) + "}"
     sixteen = k == 16
+    outs = acc_operands(n) + "".join(f', "+f"(e[{i}])' for i in range(4 if sums else 0))
     if form == "ss":
         a = f"%{regs}"
         b = f"%{regs + 1}"
@@ -41,36 +44,16 @@ def emit(name, types, k, n, form):
         pred = regs + 5
         # 16-bit: B (V) is N-major in shared memory (imm-trans-b 1); FP8 B is always K-major (no transpose form).
         tail = ", p, 1, 1, 1" if sixteen else ", p, 1, 1"
-        sig = f"float (&d)[{n // 8}][4], const u32 (&a)[4], u64 desc_b, int accumulate"
+        sums_arg = "float (&e)[4], " if sums else ""
+        sig = f"float (&d)[{n // 8}][4], {sums_arg}const u32 (&a)[4], u64 desc_b, int accumulate"
         ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)'
-    print(f"__device__ __forceinline__ void wgmma_{form}_m64n{n}_{name}({sig}) {{")
+    cols = n + 8 if sums else n
+    print(f"__device__ __forceinline__ void wgmma_{form}{'_sum' if sums else ''}_m64n{cols}_{name}({sig}) {{")
     print("  asm volatile(")
     print(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"')
-    print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types} "')
+    print(f'      "wgmma.mma_async.sync.aligned.m64n{cols}k{k}.f32.{types} "')
     print(f'      "{acc}, "')
     print(f'      "{a}, {b}{tail};\\n}}\\n"')
-    print(f"      : {acc_operands(n)}")
-    print(f"      : {ins});")
-    print("}")
-
-
-def emit_rs_sum(name, types, k, n):
-    """m64n(n + 8) with A in registers: O's n columns in d, and 8 more in e: a B whose last 8 rows are ones puts
-    each row's sum of A (P) in every column of e."""
-    regs = n // 2 + 4
-    acc = "{" + reg_list(0, regs) + "}"
-    a = "{" + reg_list(regs, 4) + "}"
-    b = f"%{regs + 4}"
-    pred = regs + 5
-    sig = f"float (&d)[{n // 8}][4], float (&e)[4], const u32 (&a)[4], u64 desc_b, int accumulate"
-    ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)'
-    outs = acc_operands(n) + ", " + ", ".join(f'"+f"(e[{i}])' for i in range(4))
-    print(f"__device__ __forceinline__ void wgmma_rs_sum_m64n{n + 8}_{name}({sig}) {{")
-    print("  asm volatile(")
-    print(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"')
-    print(f'      "wgmma.mma_async.sync.aligned.m64n{n + 8}k{k}.f32.{types} "')
-    print(f'      "{acc}, "')
-    print(f'      "{a}, {b}, p, 1, 1;\\n}}\\n"')
     print(f"      : {outs}")
     print(f"      : {ins});")
     print("}")
@@ -99,6 +82,6 @@ for name, types, k in FORMS:
             emit(name, types, k, n, form)
             print()
         if name in ("e4m3_e4m3", "e4m3_e5m2") and n <= 128:
-            emit_rs_sum(name, types, k, n)
+            emit(name, types, k, n, "rs", sums=True)
             print()
 print("}  // namespace rime_dev")
