@@ -27,13 +27,13 @@ bool consumer_count_fits(const Facts& f, int n) {
 // Consumer warpgroups per CTA (one, two or three, rime_ws layout.h), and why. One for FP8 graphs of at most 64
 // packed rows (below). Three where they fit and the graph has no causal or window mask, when the row tiles' waves
 // say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones. The time per row of a
-// 192-row CTA relative to a 128-row one's, measured on the H200 (docs/perf.md, v13: A/B calls over the prefill
-// rows, each time ratio divided by the rows' wave ratio):
-//   FP8:    0.86 at D 64 (three consumers on 128-key tiles, two on 256), 0.92-0.98 at D 128, 0.99 at D_qk 192
-//           (left at two);
-//   16-bit: 0.97 at D 64, 0.92-0.98 at D 128 (taken as 0.95), 0.97 at D_qk 192.
-// With a causal mask three consumers measured 6% slower (FP8 B4 H32 S4096 D 128: more diagonal tiles of 64 keys,
-// each masked), so masked graphs keep two.
+// 192-row CTA relative to a 128-row one's, measured on the H200 with the v20 kernels (docs/perf.md, session 19: every
+// prefill bench row pinned to both tiles in one call, each time ratio divided by the rows' wave ratio):
+//   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92; v13's
+//           kernels measured 0.92-0.98: the v20 softmax shortened the three-consumer tile more), 0.95 at D_qk 192;
+//   16-bit: 0.97 at D 64 (v13), 0.94 at D 128, 0.96 at D_qk 192.
+// With a causal mask three consumers measured slower (FP8 B4 H32 S4096 D 128: 1.06x in v13, 1.03x in session 19;
+// more diagonal tiles of 64 keys, each masked; BF16 1.00x), so masked graphs keep two.
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
@@ -49,8 +49,7 @@ ConsumerChoice consumers_of(const Facts& f) {
   if (f.mask.causal || f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a causal or window mask: three measured slower)"};
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;
-  const double time_per_row = f.is_fp8 ? (d64 ? 0.86 : d128 ? 0.97 : 1.0) : (d64 ? 0.97 : d128 ? 0.95 : 0.97);
-  if (time_per_row >= 1.0) return {2, "two consumer warpgroups (three measured no faster at these head dims)"};
+  const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.97 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two =
       heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0});
