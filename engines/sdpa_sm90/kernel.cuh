@@ -319,6 +319,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   // (docs/perf.md v19): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
   constexpr int kSumRows = rime_ws::vt_sum_rows(kFp8, kDv, kC);
   constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
+  constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones
   constexpr rime_ws::Smem kSmem =
       rime_ws::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
@@ -501,7 +502,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     constexpr u32 kOnes = kIn == RIME_T_E5M2 ? 0x3C3C3C3Cu : 0x38383838u;
     for (int i = tid; i < kStages * kSubTiles * kWordsPerSub; i += blockDim.x) {
       const int stage = i / (kSubTiles * kWordsPerSub), sub = i / kWordsPerSub % kSubTiles, w = i % kWordsPerSub;
-      reinterpret_cast<u32*>(sVt + stage * kSmem.vt_stage_bytes + sub * (kDv + kSumRows) * kVtRow + kDv * kVtRow)[w] = kOnes;
+      reinterpret_cast<u32*>(sVt + stage * kSmem.vt_stage_bytes + sub * kVtRows * kVtRow + kDv * kVtRow)[w] = kOnes;
     }
     fence_proxy_async_shared();  // generic-proxy writes, then the consumers' wgmma reads
   }
@@ -625,7 +626,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         if constexpr (kFp8) {
           mbar_wait(&pv_empty[s], ph ^ 1);
           // One consumer (decode): the opaque lane (transpose_v_tile) where the producer's tile chain binds.
-          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kDv + kSumRows>(
+          transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(
               sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
         } else if (kPadding && kv_end < kN) {
           // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
@@ -735,7 +736,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
         // of 128 bytes) per k step.
         constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
-        const int off = kFp8 ? (c * 32 / kVtRow) * ((kDv + kSumRows) * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
+        const int off = kFp8 ? (c * 32 / kVtRow) * (kVtRows * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
         if constexpr (kMmaSums)
           wgmma_pv_sum<kIn, kDv>(o_acc, l_acc[0], pa[c], v_stage + u64(off >> 4));
         else if constexpr (kDescFromPointers)
