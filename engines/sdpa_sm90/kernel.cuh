@@ -260,11 +260,14 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
                                                    float mul, float log2_p_scale, float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx0 = neg_inf(), mx1 = neg_inf();
+    // Each chain starts from its first pair, not from -inf: ptxas keeps an FMNMX against -inf (fmaxf(-inf, NaN)
+    // is -inf, not NaN), one per chain and row.
+    static_assert(kNT >= 2 && kNT % 2 == 0, "two max chains of whole pairs");
+    float mx0 = fmaxf(s[0][2 * r], s[0][2 * r + 1]), mx1 = fmaxf(s[1][2 * r], s[1][2 * r + 1]);
 #pragma unroll
-    for (int n = 0; n < kNT; n += 2) {
+    for (int n = 2; n < kNT; n += 2) {
       mx0 = fmaxf(mx0, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      if (n + 1 < kNT) mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
     }
     const float m_tile = quad_max(fmaxf(mx0, mx1)) * mul;
     float m_new;
@@ -521,8 +524,8 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     auto produce = [&](const Work& w) {
       const int b = w.b, h_kv = w.h_kv, kt_begin = w.kt_begin, n_tiles = w.n_tiles;
       const BatchExtent& ext = w.ext;
-      auto stage_of = [&](int j) { return (w.base + j) % kStages; };
-      auto phase_of = [&](int j) { return unsigned((w.base + j) / kStages) & 1u; };
+      auto stage_of = [&](int j) { return int(unsigned(w.base + j) % kStages); };
+      auto phase_of = [&](int j) { return unsigned(w.base + j) / kStages & 1u; };
       // Ragged K/V: the maps are (d, T, h, 1) and the batch's keys start at token kv_tok0. A tile running past the
       // batch's end reads the next sequence's tokens (or TMA's zeros past T): masked in S, and V's rows past the
       // length are zeroed below, as for any padded batch.
@@ -661,8 +664,9 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     const int b = w.b, h_kv = w.h_kv, split = w.split, q_tile = w.q_tile, kt_begin = w.kt_begin, n_tiles = w.n_tiles;
     const int row0 = w.row0;
     const BatchExtent& ext = w.ext;
-    auto stage_of = [&](int j) { return (w.base + j) % kStages; };
-    auto phase_of = [&](int j) { return unsigned((w.base + j) / kStages) & 1u; };
+    // Unsigned (the count never goes negative): signed % and / by kStages cost sign fix-ups in every tile.
+    auto stage_of = [&](int j) { return int(unsigned(w.base + j) % kStages); };
+    auto phase_of = [&](int j) { return unsigned(w.base + j) / kStages & 1u; };
     // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
     {
       const u8* q_base = static_cast<const u8*>(p.q);
