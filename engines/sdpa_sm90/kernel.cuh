@@ -243,6 +243,12 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   }
 }
 
+// The running max of a row before its first live key (log2 units): finite, so that the softmax needs no guard
+// against exp2(-inf - -inf). -FLT_MAX is at or below every finite scaled score, so a row's first live key always
+// moves the max (alpha 0), and exp2(masked - -FLT_MAX) is exp2(-inf), 0. A row with no live key keeps l = 0, which
+// the epilogue reads as such.
+constexpr float kNoKeyMax = -3.40282347e38f;
+
 // log2(kPScale): FP8 P comes out of exp2 already on kPScale (one FFMA and one MUFU per score, no FMUL before
 // the pack); l_run then carries the same factor, which the kernel removes once after the last tile.
 constexpr float kLog2PScale = 8.807354922057604f;
@@ -273,10 +279,11 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
     float m_new;
     if constexpr (kSlack > 0) m_new = m_tile > m_run[r] + float(kSlack) ? m_tile : m_run[r];
     else m_new = fmaxf(m_run[r], m_tile);
-    const float m_use = m_new == neg_inf() ? 0.f : m_new;  // all keys masked so far: keep exp2 finite
-    alpha[r] = exp2_approx(m_run[r] - m_use);
+    // m_run starts at kNoKeyMax, not -inf, so m_new is finite even when every key so far is masked: exp2 of a
+    // masked score (-inf) is 0 and alpha is 1 (then 0 at the row's first live key), with no per-row guard.
+    alpha[r] = exp2_approx(m_run[r] - m_new);
     m_run[r] = m_new;
-    const float neg_bias = log2_p_scale - m_use;
+    const float neg_bias = log2_p_scale - m_new;
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
@@ -694,7 +701,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     float s[kNT][4];
     zero_fragments(o_acc);
     zero_fragments(s);
-    float m_run[2] = {neg_inf(), neg_inf()};
+    float m_run[2] = {kNoKeyMax, kNoKeyMax};
     float l_run[2] = {0.f, 0.f};
     // kMmaSums: P.V's 8 columns of row sums (row g: 0, 1; row g + 8: 2, 3), one tile's at a time. They are moved
     // into l_run (fp32 adds) and cleared after every P.V: accumulated over a whole row inside the FP8 wgmma, whose
