@@ -256,7 +256,8 @@ constexpr float kLog2PScale = 8.807354922057604f;
 // The online softmax over one KV tile, on raw scores: s * mul is the score in log2 units (mul > 0, so the
 // largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
 // FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
-// chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units.
+// chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
+// at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
 // kRowSums false: l_run is left alone (the caller sums P otherwise: rime_ws::vt_sum_rows).
 // kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
 // tiles leave O's rows as they are (alpha exactly 1, which the caller's rescale skips); P then reaches up to
