@@ -17,6 +17,22 @@ RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count
   return c;
 }
 
+double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& o, int kv) {
+  const int64_t q = std::max(o.q, 1), tile_kv = std::max(kv, 1), group = std::max<int64_t>(g.group, 1);
+  const int64_t packed_rows = g.S_q * group, n = (packed_rows + q - 1) / q, pad = n * q - packed_rows;
+  const int64_t shift = g.bottom_right ? g.S_kv - g.S_q : 0;
+  double total = 0, heaviest = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t last_row = (c + 1) * q - pad - 1;  // packed; the first tile's rows from -pad exist nowhere
+    const int64_t keys = std::clamp<int64_t>(last_row / group + shift + 1, 0, g.S_kv);
+    const double work = static_cast<double>(q) * static_cast<double>((keys + tile_kv - 1) / tile_kv * tile_kv);
+    total += work;
+    heaviest = std::max(heaviest, work);
+  }
+  const double slots = static_cast<double>(std::max(sm_count, 1)) * std::max(o.ctas_per_sm, 1);
+  return std::max(heaviest, total * static_cast<double>(g.batch_heads) / slots) * o.time_per_row;
+}
+
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
   const int64_t by_regs = 65536 / (int64_t{std::max(threads, 1)} * 256);

@@ -51,6 +51,19 @@ struct RowTileCost {
 // as long as a full one.
 RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& option);
 
+// A causal grid (top-left or bottom-right diagonal, no window, the same lengths in every batch) of row tiles of q
+// packed rows, the partial one first (the Hopper engine's order: engines/sdpa_sm90/kernel.cuh, grid_work), each
+// running KV tiles of kv keys up to its last row's diagonal. group q heads share a kv head (GQA packs them into
+// rows).
+struct CausalGrid {
+  int64_t S_q = 0, S_kv = 0, group = 1, batch_heads = 1;
+  bool bottom_right = false;
+};
+// The grid's time in units of one (row, key) pair of the reference option: the larger of its heaviest CTA and its
+// whole work spread over sm_count x ctas_per_sm CTA slots (the launch order takes the heaviest row tiles first, so
+// list scheduling ends near that bound: tools/bench/causal_order_sim.py).
+double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& option, int kv);
+
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these
 // kernels until the compiler's figure is fed back) and the 64-warp limit.

@@ -182,6 +182,24 @@ TEST_CASE("row tiles in waves: a partial last wave costs a full one", "[heuristi
   CHECK(row_tile_cost(4096, 128, 132, {128, 2, 1.0}).waves == 16);
 }
 
+TEST_CASE("causal row tile cost: the partial row tile first, the heaviest CTA or the work over the SMs", "[heuristics]") {
+  // B4 H32 S4096: 32 row tiles of 128 rows running 1 .. 32 KV tiles of 128 keys; 22 of 192 rows, the first with
+  // 64 live rows, running 1, 4, .. 64 KV tiles of 64 keys (715 in all).
+  const CausalGrid b4{4096, 4096, 1, 128, false};
+  CHECK(causal_row_tile_cost(b4, 132, {128, 1, 1.0}, 128) == Approx(128.0 * 128 * 528 * 128 / 132));
+  CHECK(causal_row_tile_cost(b4, 132, {192, 1, 0.95}, 64) == Approx(192.0 * 64 * 715 * 128 / 132 * 0.95));
+  // One head of S 1024: the heaviest CTA (all 1024 keys) is the grid's time.
+  const CausalGrid one{1024, 1024, 1, 1, false};
+  CHECK(causal_row_tile_cost(one, 132, {128, 1, 1.0}, 128) == Approx(128.0 * 1024));
+  CHECK(causal_row_tile_cost(one, 132, {192, 1, 0.95}, 64) == Approx(192.0 * 1024 * 0.95));
+  // Bottom-right, S_q 128 < S_kv 1000: the one row tile sees every key (1000, in 8 tiles of 128); top-left it sees
+  // the first 128.
+  CHECK(causal_row_tile_cost({128, 1000, 1, 1, true}, 132, {128, 1, 1.0}, 128) == Approx(128.0 * 1024));
+  CHECK(causal_row_tile_cost({128, 1000, 1, 1, false}, 132, {128, 1, 1.0}, 128) == Approx(128.0 * 128));
+  // Bottom-right, S_q 300 > S_kv 100: the first 200 rows see no key; GQA packs 4 q heads per row (1200 rows).
+  CHECK(causal_row_tile_cost({300, 100, 4, 1, true}, 132, {128, 1, 1.0}, 128) == Approx(128.0 * 128));
+}
+
 TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[heuristics][engines]") {
   CHECK(rime_ws::threads(2) == 384);
   CHECK(rime_ws::threads(3) == 512);

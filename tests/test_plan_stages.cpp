@@ -312,7 +312,7 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
         "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x64 for D 64");
 }
 
-TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers where the waves favour them",
+TEST_CASE("the warp-specialized engine gives three consumers where the waves or the causal grid favour them",
           "[choose]") {
   auto tile_of = [](const json& doc) {
     Facts f = facts_of(doc);
@@ -343,10 +343,23 @@ TEST_CASE("the warp-specialized engine gives unmasked graphs three consumers whe
   const Decision whole_waves = tile_of(shaped(1, 132, 1024, 128, false));
   CHECK(whole_waves.tile == TileShape{128, 128});
   CHECK(has(whole_waves.tile_reason, "two consumer warpgroups: 792 CTAs of 192 rows in 6 waves"));
-  // A causal mask keeps two consumers (three measured 3-6% slower).
+  // Causal D 128: the causal grid's cost (the partial row tile first). B1 H32 S16384 and B4 H32 S4096: three (the
+  // latter measured 0.968x the time of two on the H200, session 21); B1 H1 S1024: six row tiles on 132 SMs, where the
+  // heaviest CTA is the grid's time, 192 x 1024 pairs at 0.95 against two's 128 x 1024.
   const Decision causal = tile_of(shaped(1, 32, 16384, 128, true));
-  CHECK(causal.tile == TileShape{128, 128});
-  CHECK(has(causal.tile_reason, "a causal or window mask"));
+  CHECK(causal.tile == TileShape{192, 64});
+  CHECK(has(causal.tile_reason, "three consumer warpgroups: causal grid cost"));
+  CHECK(tile_of(shaped(4, 32, 4096, 128, true)).tile == TileShape{192, 64});
+  const Decision small_causal = tile_of(shaped(1, 1, 1024, 128, true));
+  CHECK(small_causal.tile == TileShape{128, 128});
+  CHECK(has(small_causal.tile_reason, "two consumer warpgroups: causal grid cost"));
+  // Causal at D 64 and a sliding window keep two (three not measured there).
+  CHECK(tile_of(shaped(1, 32, 16384, 64, true)).tile.q == 128);
+  json window = shaped(1, 32, 16384, 128, false);
+  window["op"]["attributes"]["window_left"] = 512;
+  const Decision windowed = tile_of(window);
+  CHECK(windowed.tile == TileShape{128, 128});
+  CHECK(has(windowed.tile_reason, "a window or band mask"));
   // D 256 (O of 128 registers per consumer thread) keeps two.
   CHECK(tile_of(shaped(1, 32, 16384, 256, false)).tile == TileShape{128, 64});
   // 16-bit inputs: the same rule, 64-key tiles also at D 64.

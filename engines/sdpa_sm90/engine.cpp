@@ -25,15 +25,19 @@ bool consumer_count_fits(const Facts& f, int n) {
 }
 
 // Consumer warpgroups per CTA (one, two or three, rime_ws layout.h), and why. One for FP8 graphs of at most 64
-// packed rows (below). Three where they fit and the graph has no causal or window mask, when the row tiles' waves
-// say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones. The time per row of a
+// packed rows (below). Three where they fit and the graph has no mask, when the row tiles' waves say the grid of
+// 192-row CTAs (one per SM) finishes sooner than that of 128-row ones (causal graphs: below). The time per row of a
 // 192-row CTA relative to a 128-row one's, measured on the H200 with the v20 kernels (docs/perf.md, session 19: every
 // prefill bench row pinned to both tiles in one call, each time ratio divided by the rows' wave ratio):
 //   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92; v13's
 //           kernels measured 0.92-0.98: the v20 softmax shortened the three-consumer tile more), 0.95 at D_qk 192;
 //   16-bit: 0.97 at D 64 (v13), 0.94 at D 128, 0.96 at D_qk 192.
-// With a causal mask three consumers measured slower (FP8 B4 H32 S4096 D 128: 1.06x in v13, 1.03x in session 19;
-// more diagonal tiles of 64 keys, each masked; BF16 1.00x), so masked graphs keep two.
+// Causal graphs (D 128, no window, the same lengths in every batch) take three where their causal grid's cost
+// (heuristics::causal_row_tile_cost) says so. Three measured slower (FP8 B4 H32 S4096: 1.06x in v13, 1.03x in session
+// 19, BF16 1.00x) while the partial row tile came last: at S 4096 a 192-row tile of 64 live rows then ran all 64 KV
+// tiles in each consumer. With it first (session 21, same run): FP8 0.968x the time of two, BF16 0.937x, i.e. per
+// (row, key) pair of the grids' KV tiles, 0.95 and 0.92 of two's. Other masks, D and per-batch lengths keep two (not
+// measured).
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
@@ -46,9 +50,26 @@ ConsumerChoice consumers_of(const Facts& f) {
   if (f.S_q * f.group <= 64 && consumer_count_fits(f, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!consumer_count_fits(f, 3)) return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
-  if (f.mask.causal || f.mask.window_left || f.mask.band_right)
-    return {2, "two consumer warpgroups (a causal or window mask: three measured slower)"};
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;
+  if (f.mask.window_left || f.mask.band_right)
+    return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
+  if (f.mask.causal && f.mask.padding)
+    return {2, "two consumer warpgroups (a causal mask with per-batch lengths: three not measured)"};
+  if (f.mask.causal && !d128)
+    return {2, fmt::format("two consumer warpgroups (a causal mask at D_qk {} / D_v {}: three not measured)", f.D_qk,
+                           f.D_v)};
+  if (f.mask.causal) {
+    const heuristics::CausalGrid grid{f.S_q, f.S_kv, f.group, f.B * f.H_kv, f.mask.bottom_right};
+    const int elem = elem_bytes(f), d = static_cast<int>(f.D_qk);
+    const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0},
+                                                        rime_ws::tile_kv(elem, d, 2));
+    const double three = heuristics::causal_row_tile_cost(
+        grid, f.device.sm_count, {rime_ws::tile_q(3), 1, f.is_fp8 ? 0.95 : 0.92}, rime_ws::tile_kv(elem, d, 3));
+    const std::string costs = fmt::format("causal grid cost {:.3g} on 192-row tiles against {:.3g} on 128-row ones",
+                                          three, two);
+    if (three < two) return {3, "three consumer warpgroups: " + costs};
+    return {2, "two consumer warpgroups: " + costs};
+  }
   const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.97 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two =

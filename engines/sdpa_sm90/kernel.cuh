@@ -420,7 +420,12 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         b = blockIdx.z % p.B;
         split = blockIdx.z / p.B;
       }
-      const int row0 = q_tile * kTileQ;
+      // Masked grids put the partial row tile first (rows from -pad, the pad rows exist nowhere): its keys then end
+      // at its own last row instead of the last row tile's S_kv. At the end of the rows, a 192-row tile with 64 live
+      // rows (S_q 4096) ran all 64 KV tiles of the sequence in each of its three consumers, 5.6% of a causal
+      // head's work for rows that do not exist; at the start, it runs one tile.
+      int row0 = q_tile * kTileQ;
+      if constexpr (kMask && !kPadding) row0 -= int(gridDim.x) * kTileQ - p.packed_rows;
       const BatchExtent ext = batch_extent<kFeatures>(p, b);
       int kt_begin, kt_end;
       kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
@@ -681,8 +686,10 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       constexpr int kChunks = kDqk * kEB / 16;
       for (int c = ctid; c < 64 * kChunks; c += 128) {
         const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
-        // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
-        const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
+        // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end. A masked
+        // grid's first row tile starts at a negative row (grid_work).
+        const bool ok = (!(kMask && !kPadding) || pr >= 0) && pr < p.packed_rows &&
+                        ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
         const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
         const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
         const int byte = ch * 16;
