@@ -353,8 +353,9 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   const Decision small_causal = tile_of(shaped(1, 1, 1024, 128, true));
   CHECK(small_causal.tile == TileShape{128, 128});
   CHECK(has(small_causal.tile_reason, "two consumer warpgroups: causal grid cost"));
-  // Causal at D 64 and a sliding window keep two (three not measured there).
-  CHECK(tile_of(shaped(1, 32, 16384, 64, true)).tile.q == 128);
+  // Causal FP8 D 64: three on 128-key tiles (B2 H32 S8192 measured 0.795x the time of two); a sliding window keeps
+  // two (three not measured there).
+  CHECK(tile_of(shaped(1, 32, 16384, 64, true)).tile == TileShape{192, 128});
   json window = shaped(1, 32, 16384, 128, false);
   window["op"]["attributes"]["window_left"] = 512;
   const Decision windowed = tile_of(window);

@@ -32,12 +32,13 @@ bool consumer_count_fits(const Facts& f, int n) {
 //   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92; v13's
 //           kernels measured 0.92-0.98: the v20 softmax shortened the three-consumer tile more), 0.95 at D_qk 192;
 //   16-bit: 0.97 at D 64 (v13), 0.94 at D 128, 0.96 at D_qk 192.
-// Causal graphs (D 128, no window, the same lengths in every batch) take three where their causal grid's cost
-// (heuristics::causal_row_tile_cost) says so. Three measured slower (FP8 B4 H32 S4096: 1.06x in v13, 1.03x in session
-// 19, BF16 1.00x) while the partial row tile came last: at S 4096 a 192-row tile of 64 live rows then ran all 64 KV
-// tiles in each consumer. With it first (session 21, same run): FP8 0.968x the time of two, BF16 0.937x, i.e. per
-// (row, key) pair of the grids' KV tiles, 0.95 and 0.92 of two's. Other masks, D and per-batch lengths keep two (not
-// measured).
+// Causal graphs (no window, the same lengths in every batch) take three where their causal grid's cost
+// (heuristics::causal_row_tile_cost) says so. Three measured slower (FP8 B4 H32 S4096 D 128: 1.06x in v13, 1.03x in
+// session 19, BF16 1.00x) while the partial row tile came last: at S 4096 a 192-row tile of 64 live rows then ran all
+// 64 KV tiles in each consumer. With it first (session 21, the H200, each pair in one run), time per (row, key) pair
+// of the grids' KV tiles relative to two consumers':
+//   FP8:    0.80 at D 64 (B2 H32 S8192: 0.795x the time), 0.95 at D 128 (B4 H32 S4096: 0.968x), 0.96 at D_qk 192;
+//   16-bit: 0.89 at D 64 (0.894x), 0.92 at D 128 (0.937x), 0.92 at D_qk 192 (0.932x).
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
@@ -55,16 +56,14 @@ ConsumerChoice consumers_of(const Facts& f) {
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
   if (f.mask.causal && f.mask.padding)
     return {2, "two consumer warpgroups (a causal mask with per-batch lengths: three not measured)"};
-  if (f.mask.causal && !d128)
-    return {2, fmt::format("two consumer warpgroups (a causal mask at D_qk {} / D_v {}: three not measured)", f.D_qk,
-                           f.D_v)};
   if (f.mask.causal) {
     const heuristics::CausalGrid grid{f.S_q, f.S_kv, f.group, f.B * f.H_kv, f.mask.bottom_right};
     const int elem = elem_bytes(f), d = static_cast<int>(f.D_qk);
+    const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.89 : 0.92);
     const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0},
                                                         rime_ws::tile_kv(elem, d, 2));
-    const double three = heuristics::causal_row_tile_cost(
-        grid, f.device.sm_count, {rime_ws::tile_q(3), 1, f.is_fp8 ? 0.95 : 0.92}, rime_ws::tile_kv(elem, d, 3));
+    const double three = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_pair},
+                                                          rime_ws::tile_kv(elem, d, 3));
     const std::string costs = fmt::format("causal grid cost {:.3g} on 192-row tiles against {:.3g} on 128-row ones",
                                           three, two);
     if (three < two) return {3, "three consumer warpgroups: " + costs};
