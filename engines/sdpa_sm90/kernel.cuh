@@ -833,9 +833,26 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       if (lane == 0) mbar_arrive(bar);
     };
 
-    if (n_tiles > 0) {
-      if constexpr (kC > 1) {  // one consumer takes no turns
-        if (cw == kC - 1) named_arrive(kTurnBar, 256);  // consumer 0 goes first
+    // Three consumers: the KV tiles this consumer's own rows see, n_live (<= n_tiles, those of the CTA). Past them it
+    // only keeps its turns and its arrivals on the ring's barriers (ghost turns, below): a consumer of the partial
+    // row tile with no existing rows (0), and under a causal mask the first two consumers' tiles past their own
+    // diagonal (2 and 1 of 64 keys per CTA). The CTA lasts as long as its longest consumer's chain, which runs
+    // faster beside fewer working consumers. Two consumers keep their code (its SASS is sensitive: kTurnBar).
+    int n_live = n_tiles;
+    if constexpr (kC == 3) {
+      const int c0 = row0 + cw * 64;
+      int lo_c, hi_c;
+      kv_tile_range<64, kN, kMask, false, kPadding>(p, ext, c0, 0, lo_c, hi_c);
+      n_live = c0 < p.packed_rows && c0 + 64 > 0 ? min(max(hi_c - kt_begin, 0), n_tiles) : 0;
+    }
+    // Consumer 0 goes first (one consumer takes no turns). Three consumers open the ring whether or not their last
+    // has a live tile; one and two keep the code from before ghost turns (the same SASS).
+    if constexpr (kC == 3) {
+      if (n_tiles > 0 && cw == kC - 1) named_arrive(kTurnBar, 256);
+    }
+    if (kC == 3 ? n_live > 0 : n_tiles > 0) {
+      if constexpr (kC == 2) {
+        if (cw == kC - 1) named_arrive(kTurnBar, 256);
       }
       // Tile 0: S only.
       if constexpr (kC > 1) named_sync(my_bar, 256);
@@ -852,7 +869,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         softmax(0, alpha);  // O is still zero: no rescale
         pack_p();
       }
-      for (int j = 1; j < n_tiles; ++j) {
+      for (int j = 1; j < n_live; ++j) {
         if constexpr (kC > 1) named_sync(my_bar, 256);
         mbar_wait(&k_full[stage_of(j)], phase_of(j));
         wgmma_fence_all();
@@ -876,17 +893,35 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       }
       // The last P.V.
       if constexpr (kC > 1) named_sync(my_bar, 256);
-      mbar_wait(&pv_ready[stage_of(n_tiles - 1)], phase_of(n_tiles - 1));
+      mbar_wait(&pv_ready[stage_of(n_live - 1)], phase_of(n_live - 1));
       wgmma_fence_all();
-      issue_pv(n_tiles - 1);
+      issue_pv(n_live - 1);
       wgmma_commit_group();
       // The last consumer's last turn has no successor to wake. (Two consumers: the earlier kernel's test, which keeps
       // its SASS identical; see kTurnBar.)
-      if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1)) named_arrive(next_bar, 256);
+      if (kC > 1 && (kC == 2 ? cw == 0 : cw != kC - 1 || n_live < n_tiles)) named_arrive(next_bar, 256);
       wgmma_wait_group<0>();
       fence_operands(o_acc);
       fence_operands(l_acc);
-      release(&pv_empty[stage_of(n_tiles - 1)]);
+      release(&pv_empty[stage_of(n_live - 1)]);
+    }
+    if constexpr (kC == 3) {
+      // Ghost turns: every consumer takes n_tiles + 1 turns (tile 0's, one per later tile, the last P.V's). The live
+      // part took n_live + 1 of them (none when n_live = 0); each ghost tile takes one more, and a consumer with no
+      // live tile also tile 0's. The ring's barriers count every consumer's arrival per tile: a ghost waits for the
+      // tile to land (so that its arrival counts toward that tile's phase, not the stage's previous one) and arrives.
+      if (n_live == 0 && n_tiles > 0) {
+        named_sync(my_bar, 256);
+        named_arrive(next_bar, 256);
+      }
+      for (int j = n_live; j < n_tiles; ++j) {
+        named_sync(my_bar, 256);
+        if (cw != kC - 1 || j + 1 < n_tiles) named_arrive(next_bar, 256);
+        mbar_wait(&k_full[stage_of(j)], phase_of(j));
+        release(&k_empty[stage_of(j)]);
+        mbar_wait(&pv_ready[stage_of(j)], phase_of(j));
+        release(&pv_empty[stage_of(j)]);
+      }
     }
     if constexpr (kMmaSums) {  // the last tile's sums (every column of the 8 holds its row's)
       l_run[0] += l_acc[0][0];
