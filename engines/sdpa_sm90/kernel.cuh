@@ -18,6 +18,9 @@
 //     the softmax's block, so the exponentials do not overlap this consumer's own P.V; holding the wait below
 //     them measured slower: docs/perf.md, v7.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named
 //     barrier per consumer's turn, ping-pong), so one's softmax runs while another's wgmmas use the tensor cores.
+//     Of three consumers, one whose own rows need fewer of the CTA's KV tiles (none: rows past the end; causal: keys
+//     past its rows' diagonal) takes ghost turns past them: its place in the ring and its barrier arrivals, no work.
+//   Masked grids (without per-batch lengths) run their partial row tile first, so that it is the lightest.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. The epilogue (normalisation, sink, Stats, Amax, every O format, split partials) is common/attention.cuh's.
 //
