@@ -182,7 +182,8 @@ TEST_CASE("row tiles in waves: a partial last wave costs a full one", "[heuristi
   CHECK(row_tile_cost(4096, 128, 132, {128, 2, 1.0}).waves == 16);
 }
 
-TEST_CASE("causal row tile cost: the partial row tile first, the heaviest CTA or the work over the SMs", "[heuristics]") {
+TEST_CASE("causal row tile cost: the partial row tile first, the heaviest CTA or the work over the SMs",
+          "[heuristics]") {
   // B4 H32 S4096: 32 row tiles of 128 rows running 1 .. 32 KV tiles of 128 keys; 22 of 192 rows, the first with
   // 64 live rows, running 1, 4, .. 64 KV tiles of 64 keys (715 in all).
   const CausalGrid b4{4096, 4096, 1, 128, false};

@@ -65,7 +65,9 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   // as empty rows): a tile of them visits no keys, and a tile that straddles the end visits only its live rows'
   // keys. Without this, every row tile past a short sequence's end ran its causal range over the whole sequence:
   // a batch of lengths 128..8k (S 8k) did twice the work it needed (docs/perf.md, "Ragged prefill").
-  const int i_lo = (kMask ? max(row0, 0) : row0) / p.group, i_hi = kPerSequence ? min(last / p.group, e.seq_q - 1) : last / p.group;
+  // (A masked grid of the Hopper engine starts its first row tile at a negative row: its partial tile first.)
+  const int i_lo = (kMask ? max(row0, 0) : row0) / p.group;
+  const int i_hi = kPerSequence ? min(last / p.group, e.seq_q - 1) : last / p.group;
   int hi = kPerSequence && i_lo >= e.seq_q ? 0 : e.kv_limit, lo = 0;
   if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + e.diag_shift + e.right_bound + 1);
   if (kMask && p.window_left >= 0) lo = max(0, i_lo + e.diag_shift - p.window_left + 1);

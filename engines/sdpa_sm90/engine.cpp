@@ -62,8 +62,8 @@ ConsumerChoice consumers_of(const Facts& f) {
     const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.89 : 0.92);
     const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0},
                                                         rime_ws::tile_kv(elem, d, 2));
-    const double three = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_pair},
-                                                          rime_ws::tile_kv(elem, d, 3));
+    const double three = heuristics::causal_row_tile_cost(
+        grid, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_pair}, rime_ws::tile_kv(elem, d, 3));
     const std::string costs = fmt::format("causal grid cost {:.3g} on 192-row tiles against {:.3g} on 128-row ones",
                                           three, two);
     if (three < two) return {3, "three consumer warpgroups: " + costs};

@@ -326,6 +326,9 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
+  // Masked grids with the same lengths in every batch order their row tiles by weight (grid_work): launched
+  // heaviest first, and the partial row tile at the start of the rows, where it is the lightest.
+  constexpr bool kMaskedRowOrder = kMask && !kPadding;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_ws::vt_sum_rows), and
   // where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
@@ -402,7 +405,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     } else {
       // The CTA's (row tile, kv head, batch, split).
       int q_tile, h_kv, b, split;
-      if constexpr (kMask && !kPadding) {
+      if constexpr (kMaskedRowOrder) {
         // Masked (causal, window): row tile q has up to q + 1 KV tiles, and in launch order (x fastest) the grid
         // ended on the heaviest tiles of its last slices, a tail of up to one slice's longest CTA (list scheduling
         // of B4 H32 S4096 on 132 SMs: 1.039x the ideal time). Launch order now takes the row tiles heaviest first
@@ -432,7 +435,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       // rows (S_q 4096) ran all 64 KV tiles of the sequence in each of its three consumers, 5.6% of a causal
       // head's work for rows that do not exist; at the start, it runs one tile.
       int row0 = q_tile * kTileQ;
-      if constexpr (kMask && !kPadding) row0 -= int(gridDim.x) * kTileQ - p.packed_rows;
+      if constexpr (kMaskedRowOrder) row0 -= int(gridDim.x) * kTileQ - p.packed_rows;
       const BatchExtent ext = batch_extent<kFeatures>(p, b);
       int kt_begin, kt_end;
       kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
@@ -702,7 +705,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
         const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
         // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end. A masked
         // grid's first row tile starts at a negative row (grid_work).
-        const bool ok = (!(kMask && !kPadding) || pr >= 0) && pr < p.packed_rows &&
+        const bool ok = (!kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
                         ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
         const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
         const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
@@ -839,7 +842,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     // Three consumers: the KV tiles this consumer's own rows see, n_live (<= n_tiles, those of the CTA). Past them it
     // only keeps its turns and its arrivals on the ring's barriers (ghost turns, below): a consumer of the partial
     // row tile with no existing rows (0), and under a causal mask the first two consumers' tiles past their own
-    // diagonal (2 and 1 of 64 keys per CTA). The CTA lasts as long as its longest consumer's chain, which runs
+    // diagonal (2 and 1 KV tiles of 64 keys per CTA). The CTA lasts as long as its longest consumer's chain, which runs
     // faster beside fewer working consumers. Two consumers keep their code (its SASS is sensitive: kTurnBar).
     int n_live = n_tiles;
     if constexpr (kC == 3) {
