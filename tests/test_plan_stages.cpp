@@ -309,7 +309,7 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
   CHECK(p->decision.tile == TileShape{128, 64});
   Decision d{"sdpa_f16_sm90", {128, 64}, 1, "", "", {}};
   CHECK(derive(pinned, d).status().message() ==
-        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x64 for D 64");
+        "row sdpa_f16_sm90: tile 128x64 is not this engine's 128x128 or 192x128 for D 64");
 }
 
 TEST_CASE("the warp-specialized engine gives three consumers where the waves or the causal grid favour them",
@@ -363,7 +363,7 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   CHECK(has(windowed.tile_reason, "a window or band mask"));
   // D 256 (O of 128 registers per consumer thread) keeps two.
   CHECK(tile_of(shaped(1, 32, 16384, 256, false)).tile == TileShape{128, 64});
-  // 16-bit inputs: the same rule, 64-key tiles also at D 64.
+  // 16-bit inputs: the same rule; at D 64 128-key tiles (three 16-bit consumers have 160 registers).
   json bf16 = example_json("bf16_causal_sink");  // made B1 H32 S16384 D 64, no mask
   for (json& t : bf16["tensors"]) {
     const std::string name = t["name"];
@@ -378,7 +378,7 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   INFO(c16.status().to_string());
   REQUIRE(c16.ok());
   CHECK(c16->decision.row_id == "sdpa_f16_sm90");
-  CHECK(c16->decision.tile == TileShape{192, 64});
+  CHECK(c16->decision.tile == TileShape{192, 128});
 }
 
 TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warpgroup, two CTAs per SM",

@@ -31,14 +31,16 @@ bool consumer_count_fits(const Facts& f, int n) {
 // prefill bench row pinned to both tiles in one call, each time ratio divided by the rows' wave ratio):
 //   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92; v13's
 //           kernels measured 0.92-0.98: the v20 softmax shortened the three-consumer tile more), 0.95 at D_qk 192;
-//   16-bit: 0.97 at D 64 (v13), 0.94 at D 128, 0.96 at D_qk 192.
+//   16-bit: 0.76 at D 64 (session 22: three consumers on 128-key tiles, which their 160 registers hold beside a
+//           producer of 32; B2 H32 S8192 1.9588 ms against 2.6193 on two), 0.94 at D 128, 0.96 at D_qk 192.
 // Causal graphs (no window, the same lengths in every batch) take three where their causal grid's cost
 // (heuristics::causal_row_tile_cost) says so. Three measured slower (FP8 B4 H32 S4096 D 128: 1.06x in v13, 1.03x in
 // session 19, BF16 1.00x) while the partial row tile came last: at S 4096 a 192-row tile of 64 live rows then ran all
 // 64 KV tiles in each consumer. With it first (session 21, the H200, each pair in one run), time per (row, key) pair
 // of the grids' KV tiles relative to two consumers':
 //   FP8:    0.80 at D 64 (B2 H32 S8192: 0.795x the time), 0.95 at D 128 (B4 H32 S4096: 0.968x), 0.96 at D_qk 192;
-//   16-bit: 0.89 at D 64 (0.894x), 0.92 at D 128 (0.937x), 0.92 at D_qk 192 (0.932x).
+//   16-bit: 0.78 at D 64 (session 22, 128-key tiles on both: 0.790x the time, the grid cost's ratio 1.015), 0.92 at
+//           D 128 (0.937x), 0.92 at D_qk 192 (0.932x).
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
@@ -59,7 +61,7 @@ ConsumerChoice consumers_of(const Facts& f) {
   if (f.mask.causal) {
     const heuristics::CausalGrid grid{f.S_q, f.S_kv, f.group, f.B * f.H_kv, f.mask.bottom_right};
     const int elem = elem_bytes(f), d = static_cast<int>(f.D_qk);
-    const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.89 : 0.92);
+    const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.78 : 0.92);
     const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0},
                                                         rime_ws::tile_kv(elem, d, 2));
     const double three = heuristics::causal_row_tile_cost(
@@ -69,7 +71,7 @@ ConsumerChoice consumers_of(const Facts& f) {
     if (three < two) return {3, "three consumer warpgroups: " + costs};
     return {2, "two consumer warpgroups: " + costs};
   }
-  const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.97 : d128 ? 0.94 : 0.96);
+  const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.76 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two =
       heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0});

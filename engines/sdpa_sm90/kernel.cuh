@@ -3,15 +3,16 @@
 //
 // A CTA owns 64, 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as
 // in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM):
-//   producer (warpgroup 0, 56 registers after setmaxnreg, 72 beside one FP8 consumer): one thread issues TMA
-//     loads of K and V tiles into a ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full / k_empty,
-//     v_full) (paged K/V: one box per page, the first warp's lanes loading the next tile's page ids); for FP8 all
-//     128 threads then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix),
-//     keys in P's register order, keys past the batch's valid length zeroed, and signal pv_full (paged FP8: the
-//     first warp only issues, the other three transpose and release the raw V stage on v_empty); for 16-bit types
-//     V is used as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch
-//     padding, for the producer to zero the rows past the valid length and signal pv_full.
-//   consumers (warpgroups 1 .. kC, 184 registers for one FP8 consumer, 224 for two, 152 for three): 64 rows each.
+//   producer (warpgroup 0, 56 registers after setmaxnreg, 72 beside one FP8 consumer, 32 beside three 16-bit ones): one
+//     thread issues TMA loads of K and V tiles into a ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full
+//     / k_empty, v_full) (paged K/V: one box per page, the first warp's lanes loading the next tile's page ids); for
+//     FP8 all 128 threads then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix),
+//     keys in P's register order, keys past the batch's valid length zeroed, and signal pv_full (paged FP8: the first
+//     warp only issues, the other three transpose and release the raw V stage on v_empty); for 16-bit types V is used
+//     as it lands (wgmma reads it N-major): the consumers wait for the TMA itself, or, with per-batch padding, for the
+//     producer to zero the rows past the valid length and signal pv_full.
+//   consumers (warpgroups 1 .. kC, 184 registers for one FP8 consumer, 224 for two, 152 for three FP8 and 160 for
+//     three 16-bit ones): 64 rows each.
 //     One consumer takes no turns (the SM's other CTA is its partner at the tensor cores). Per KV tile j a
 //     consumer issues S(j) = Q K_j^T and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online
 //     softmax on it, waits for P.V, rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of

@@ -10,9 +10,9 @@ namespace rime_ws {
 // two or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
 // (the v10 profile found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible warps per
-// scheduler, docs/perf.md); it leaves each consumer 152 registers (below), which hold O (64 for D_v 128), S of
-// 64 keys (32) and P, so three consumers take 64-key tiles (128 for FP8 D 64, whose O is 32 registers and P 16;
-// a 16-bit D 64 consumer with 128 keys spilled 48 bytes per ptxas). D_v 256 (O of 128 registers) keeps two.
+// scheduler, docs/perf.md); it leaves each consumer 152 registers (160 beside a 16-bit producer, below), which
+// hold O (64 for D_v 128), S of 64 keys (32) and P, so three consumers take 64-key tiles (128 at D 64, whose O is
+// 32 registers). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
 // One consumer (FP8 graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
@@ -26,9 +26,13 @@ RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers
 constexpr int kProducerRegs = 56;
 // One FP8 consumer: 72 for the producer (at 56 and 64, under the 128-register launch cap of two CTAs per SM, ptxas
 // spilled 24-72 bytes in the producer's transpose), 184 for the consumer; a 16-bit producer only issues loads
-// (56), and its consumer, whose P is twice as many registers, takes 200.
+// (56), and its consumer, whose P is twice as many registers, takes 200. Beside three 16-bit consumers the
+// producer keeps 32, so that each consumer gets 160: at 152 a 16-bit D 64 consumer with S of 128 keys spilled 48
+// bytes and ptxas serialized its wgmmas; at 160 neither (ptxas 13.0). At 32 the paged producer of a 16-bit D 64
+// kernel spills 4 bytes (its page-id prefetch, one store and load per tile beside a barrier wait), at 24 every
+// paged 16-bit producer spills.
 RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8) {
-  return n_consumers == 1 && fp8 ? 72 : kProducerRegs;
+  return n_consumers == 1 && fp8 ? 72 : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
 }
 RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8) {
   return (65536 / ctas_per_sm(n_consumers) / 128 - producer_regs(n_consumers, fp8)) / n_consumers / 8 * 8;
@@ -48,7 +52,7 @@ constexpr int kStages = 2;
 // SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
   return n_consumers == 1 ? (d == 256 ? 64 : 128)
-         : n_consumers == 3 ? (elem_bytes == 1 && d == 64 ? 128 : 64)
+         : n_consumers == 3 ? (d == 64 ? 128 : 64)
          : d == 256                         ? 64
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;

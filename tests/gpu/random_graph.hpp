@@ -8,6 +8,7 @@
 
 #include "block_scaled_graph.hpp"
 #include "rime/graph.hpp"
+#include "sdpa_sm90/layout.h"
 
 namespace rime::test {
 
@@ -106,12 +107,13 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (split) a.split_kv = split;
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
-  // kSm90Ws: a third of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for
-  // FP8 D 64), which its heuristic gives only to large unmasked grids, and a third of the FP8 ones its
+  // kSm90Ws: a third of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 at
+  // D 64), which its heuristic gives only to large unmasked or causal grids, and a third of the FP8 ones its
   // one-consumer tile (64 rows, 128 keys), which it gives only to at most 64 packed rows. A generator of its own
   // keeps the other fields of each seed's draw what they were.
   const uint64_t tile_pick = std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 3;
-  if (ws && D_v <= 128 && tile_pick == 1) a.tile = TileShape{192, fp8 && D == 64 ? 128 : 64};
+  if (ws && D_v <= 128 && tile_pick == 1)
+    a.tile = TileShape{192, rime_ws::tile_kv(fp8 ? 1 : 2, static_cast<int>(D), 3)};
   if (ws && D_v <= 128 && fp8 && tile_pick == 2) a.tile = TileShape{64, 128};
   a.padding_mask = padding;
   a.generate_stats = stats;
