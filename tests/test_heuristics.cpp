@@ -210,7 +210,13 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
     CHECK(128 * (rime_ws::producer_regs(3, fp8) + 3 * rime_ws::consumer_regs(3, fp8)) <= 65536);
     CHECK(2 * 128 * (rime_ws::producer_regs(1, fp8) + rime_ws::consumer_regs(1, fp8)) <= 65536);  // 2 CTAs per SM
     CHECK(rime_ws::consumer_regs(2, fp8) == 224);
+    // setmaxnreg.inc draws on what the producer released only.
+    for (int n : {1, 2, 3})
+      CHECK(n * (rime_ws::consumer_regs(n, fp8) - rime_ws::launch_regs(n)) <=
+            rime_ws::launch_regs(n) - rime_ws::producer_regs(n, fp8));
   }
+  CHECK(rime_ws::launch_regs(2) == 168);
+  CHECK(rime_ws::launch_regs(3) == 128);
   // Three FP8 consumers beside the transposing producer's 56; three 16-bit ones beside a producer of 32, whose
   // 160 registers hold S of 128 keys at D 64.
   CHECK(rime_ws::consumer_regs(3, true) == 152);

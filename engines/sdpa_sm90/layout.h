@@ -34,8 +34,17 @@ constexpr int kProducerRegs = 56;
 RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8) {
   return n_consumers == 1 && fp8 ? 72 : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
 }
+// The registers a thread has at launch: the 64K register file over the SM's threads, in multiples of 8 (ptxas's
+// cap under the kernel's launch bounds): 168 for two consumers, 128 for one or three.
+RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
+  return 65536 / (ctas_per_sm(n_consumers) * threads(n_consumers)) / 8 * 8;
+}
+// setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
+// share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a
+// producer of 32 hung on the H200, docs/perf.md session 22; 65536 / 384 is not a multiple of 8).
 RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8) {
-  return (65536 / ctas_per_sm(n_consumers) / 128 - producer_regs(n_consumers, fp8)) / n_consumers / 8 * 8;
+  return (launch_regs(n_consumers) + (launch_regs(n_consumers) - producer_regs(n_consumers, fp8)) / n_consumers) / 8 *
+         8;
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
