@@ -11,7 +11,7 @@ for f in "$here"/graphs/$glob.json; do
   declare -A times=()
   for ((r = 0; r < rounds; ++r)); do
     for b in "$@"; do
-      ms=$("$b" run "$f" --bench --no-check --iterations 20 $(cat "${f%.json}.args" 2>/dev/null) 2>/dev/null |
+      ms=$(timeout "${RIME_RUN_TIMEOUT:-120}" "$b" run "$f" --bench --no-check --iterations 20 $(cat "${f%.json}.args" 2>/dev/null) 2>/dev/null |
            sed -nE 's/^bench.*median ([0-9.]+) ms.*/\1/p')
       times[$b]="${times[$b]:-} ${ms:-nan}"
     done

@@ -9,7 +9,7 @@ rime=${1:-build/rime}; out=${2:-bench-out}; rounds=${3:-3}; here=$(cd "$(dirname
 mkdir -p "$out"
 echo "shape,variant,round,ms" > "$out/overhead.csv"
 time_one() {
-  "$rime" run "$1" --bench --no-check --iterations 30 --json 2>/dev/null |
+  timeout "${RIME_RUN_TIMEOUT:-120}" "$rime" run "$1" --bench --no-check --iterations 30 --json 2>/dev/null |
     python3 -c "import json,sys; print('%.5f' % json.load(sys.stdin)['bench']['median_ms'])"
 }
 for shape in fp8_b2_h40_s2100_d128 fp8_b1_h40_s7800_d128; do

@@ -10,7 +10,7 @@ for f in "$here"/graphs/${RIME_BENCH_GLOB:-*}.json; do
   name=$(basename "$f" .json)
   # graphs/NAME.args: extra `rime run` options of that row (the paged decode rows' length mix).
   args=$(cat "${f%.json}.args" 2>/dev/null)
-  "$rime" run "$f" --bench --no-check --iterations 20 --json $args 2>/dev/null | python3 -c "
+  timeout "${RIME_RUN_TIMEOUT:-120}" "$rime" run "$f" --bench --no-check --iterations 20 --json $args 2>/dev/null | python3 -c "
 import json,sys; j=json.load(sys.stdin)
 b=j.get('bench',{}); k=[x for x in j['kernels'] if x['role']=='attention'][0]
 print('$name,%s %s,%.5f,%.2f,%.2f' % (k['engine'], k['name'].split('<')[1].split('>')[0].replace(', ',' '), b['median_ms'], b['tflops'], b['gbps']))" >> "$out/ours.csv" || echo "$name: failed" >&2

@@ -9,7 +9,7 @@ for g in "$@"; do
   chosen=$("$rime" plan "$g" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['decision']['split_kv'])")
   best=""; best_ms=""; chosen_ms=""
   for s in 1 2 4 8 16 32 64 128; do
-    ms=$("$rime" run "$g" --split "$s" --bench --no-check --iterations 20 --json $args 2>/dev/null |
+    ms=$(timeout "${RIME_RUN_TIMEOUT:-120}" "$rime" run "$g" --split "$s" --bench --no-check --iterations 20 --json $args 2>/dev/null |
          python3 -c "import json,sys; j=json.load(sys.stdin); print(j['bench']['median_ms'])" 2>/dev/null) || continue
     [ -z "$ms" ] && continue
     [ "$s" = "$chosen" ] && chosen_ms=$ms
