@@ -294,7 +294,11 @@ EntryInfo DiskCache::inspect(const std::string& name, bool checksums) const {
   }
   if (!is_entry_name(name) || !S_ISDIR(st.st_mode)) {
     e.kind = EntryKind::Foreign;
-    e.problem = S_ISLNK(st.st_mode) ? "a symlink (never followed)" : (S_ISDIR(st.st_mode) ? "not a cache entry name" : "not a directory");
+    e.problem = S_ISLNK(st.st_mode)  ? "a symlink (never followed)"
+                : S_ISDIR(st.st_mode) ? "not a cache entry name"
+                : S_ISREG(st.st_mode) ? "a regular file, not an entry directory"
+                                      : "not a directory";
+    e.blocks_entry = is_entry_name(name);
     return e;
   }
   e.last_used = st.st_mtime;
@@ -465,7 +469,9 @@ Status DiskCache::store(const CompiledKernel& k) const {
       remove_entry(name);
       if (::renameat(fd(), tmp.c_str(), fd(), name.c_str()) == 0) tmp.clear();
     } else if (existing.kind == EntryKind::Foreign) {
-      log::warn("cache name {}/{} is taken by {}; not publishing there", dir_, name, existing.problem);
+      log::warn("cache name {}/{} is taken by {}; not publishing there, so this kernel is compiled again by every "
+                "process (rime removes only what it wrote: `rime cache verify` names the command that removes it)",
+                dir_, name, existing.problem);
     }
     if (!tmp.empty()) remove_own_dir(fd(), tmp);
   }

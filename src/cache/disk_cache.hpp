@@ -75,6 +75,10 @@ struct EntryInfo {
   int64_t last_used = 0;  // unix seconds (the entry directory's mtime, touched on every load)
   bool valid = false;     // checked: meta.json types, key, cubin size and sha256 (list with checksums)
   std::string problem;    // why it is not valid, or what a foreign name is
+  // A foreign thing (a file, a symlink) holding an entry's name: the entry of that key can never be published, so
+  // its kernel is compiled again by every process. rime never removes it (it did not write it); `cache verify`
+  // reports it with the command that does.
+  bool blocks_entry = false;
 };
 
 class DiskCache {

@@ -41,6 +41,17 @@ nlohmann::json entry_json(const cache::EntryInfo& e) {
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+// A path as one POSIX shell word: single quotes, each ' written as '\''.
+std::string shell_quoted(const std::string& path) {
+  std::string out = "'";
+  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command that removes a foreign thing blocking an entry's name (a file or symlink: rm unlinks a symlink itself,
+// never what it points to). rime prints it and never runs it: the name is not rime's to remove.
+std::string removal_command(const cache::EntryInfo& e) { return "rm -- " + shell_quoted(e.path); }
+
 int fail(const Options& opts, StatusCode code, const std::string& message) {
   return report_failure(Status(code, message), opts, "cache");
 }
@@ -172,17 +183,38 @@ int cmd_cache(const std::string& action, const Options& opts) {
   }
   if (action == "verify") {
     size_t checked = 0;
-    for (const auto& e : disk.list()) checked += e.kind == cache::EntryKind::Entry;
+    std::vector<cache::EntryInfo> foreign;
+    for (const auto& e : disk.list()) {
+      checked += e.kind == cache::EntryKind::Entry;
+      if (e.kind == cache::EntryKind::Foreign) foreign.push_back(e);
+    }
     const auto bad = disk.verify();
+    size_t blocking = 0;
+    for (const auto& e : foreign) blocking += e.blocks_entry;
     if (opts.json) {
-      nlohmann::json j{{"checked", checked}, {"quarantined", nlohmann::json::array()}};
+      nlohmann::json j{{"checked", checked}, {"quarantined", nlohmann::json::array()}, {"foreign", nlohmann::json::array()}};
       for (const auto& e : bad) j["quarantined"].push_back(entry_json(e));
+      for (const auto& e : foreign) {
+        nlohmann::json f = entry_json(e);
+        f["blocks_entry"] = e.blocks_entry;
+        if (e.blocks_entry) f["remove_with"] = removal_command(e);
+        j["foreign"].push_back(std::move(f));
+      }
       print_json(j);
     } else {
       for (const auto& e : bad) fmt::print("quarantined {}: {} -> {}\n", e.name, e.problem, e.path);
-      fmt::print("verified {} entries: {} bad\n", checked, bad.size());
+      for (const auto& e : foreign) {
+        if (e.blocks_entry)
+          fmt::print("foreign {} ({}) holds an entry's name: that kernel is never cached on disk and every process "
+                     "compiles it again. rime removes only what it wrote; to remove it: {}\n",
+                     shown(e.name), e.problem, removal_command(e));
+        else
+          fmt::print("foreign {} ({}): not rime's, left alone\n", shown(e.name), e.problem);
+      }
+      fmt::print("verified {} entries: {} bad; {} foreign names, {} holding an entry's name\n", checked, bad.size(),
+                 foreign.size(), blocking);
     }
-    return bad.empty() ? kExitOk : kExitCacheCorrupt;
+    return bad.empty() && blocking == 0 ? kExitOk : kExitCacheCorrupt;
   }
   if (action == "prune") {
     const int64_t max_bytes = opts.max_bytes.value_or(settings.max_bytes);

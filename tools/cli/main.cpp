@@ -18,16 +18,35 @@ namespace {
 const char* const kCommands[] = {"validate", "show", "plan", "run", "cache"};
 const char* const kCacheActions[] = {"ls", "show", "stats", "verify", "prune", "clear", "warm"};
 
-// A size in bytes: digits with an optional binary unit (512M, 1G); anything else is refused.
+// A size in bytes: digits with an optional binary unit (512M, 1G); anything else is refused. The validator only
+// checks: CLI11 discards what a check() validator writes back, so the option's value is parsed again where it is
+// used (parse_bytes, the one parser).
 CLI::Validator bytes_validator() {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
+      [](const std::string& s) -> std::string {
         std::optional<int64_t> v = parse_bytes(s);
         if (!v || *v < 1) return "'" + s + "' is not a size: digits, optionally followed by K, M, G or T (1G, 512M)";
-        s = std::to_string(*v);
         return {};
       },
       "SIZE", "bytes");
+}
+
+// A flag given a value (`--json=yes`): CLI11 would read the value as the flag's own, so that `--json=no` or a typo
+// would silently mean something. Flags take no value; the name of the first one given one, or empty.
+std::string flag_given_a_value(const CLI::App& app, int argc, char** argv) {
+  std::vector<const CLI::App*> apps{&app};
+  for (size_t i = 0; i < apps.size(); ++i)
+    for (const CLI::App* sub : apps[i]->get_subcommands([](const CLI::App*) { return true; })) apps.push_back(sub);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+    const std::string name = arg.substr(0, eq);
+    for (const CLI::App* a : apps)
+      for (const CLI::Option* opt : a->get_options())
+        if (opt->get_expected_max() == 0 && opt->check_lname(name.substr(2))) return name;
+  }
+  return {};
 }
 
 // LO:HI, two non-negative integers of at most 10 digits (the validator and the option's callback share it).
@@ -160,6 +179,11 @@ int run_command_line(int argc, char** argv) {
   for (CLI::App* cmd : {c_ls, c_show, c_stats, c_verify, c_prune, c_clear, c_warm})
     cmd->add_flag("--json", o.json, "print machine-readable JSON");
 
+  if (const std::string flag = flag_given_a_value(app, argc, argv); !flag.empty()) {
+    fmt::print(stderr, "rime: {} is a flag and takes no value ('{}=...' given)\n(see rime {} --help)\n", flag, flag,
+               first);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -177,7 +201,7 @@ int run_command_line(int argc, char** argv) {
   if (sms > 0) o.sms = sms;
   if (split_opt->count() > 0) o.split = split;
   o.seed = static_cast<uint64_t>(seed);
-  if (max_opt->count() > 0) o.max_bytes = std::stoll(max_bytes);  // the validator normalized it to digits
+  if (max_opt->count() > 0) o.max_bytes = parse_bytes(max_bytes);  // bytes_validator has accepted it
 
   if (validate->parsed()) return cmd_validate(o);
   if (show->parsed()) return cmd_show(o);
