@@ -18,9 +18,9 @@
 
 namespace rime::engines {
 
-// The tile an engine picks for a graph, and why.
+// The tile an engine picks for a graph (one of the row's, with its consumer warpgroups), and why.
 struct TileChoice {
-  TileShape tile;
+  RowTile tile;
   std::string reason;
 };
 
@@ -68,12 +68,12 @@ class Engine {
  public:
   virtual ~Engine() = default;
 
-  // The tile for these facts among the row's tiles (a pinned tile is the only candidate), with the reason.
-  // NotSupported naming the row when none fits the device.
+  // The tile for these facts among the row's tiles for the graph's head dims (a pinned tile is the only
+  // candidate), with the reason. NotSupported naming the row when none fits the device.
   virtual Result<TileChoice> choose_tile(const Facts& facts, const CapabilityRow& row) const = 0;
 
-  // The attention launch of a tile.
-  virtual TileGeometry geometry(const Facts& facts, TileShape tile) const = 0;
+  // The attention launch of one of the row's tiles.
+  virtual TileGeometry geometry(const Facts& facts, const RowTile& tile) const = 0;
 
   // The stages of a plan for a decision (kernel specializations and launch shapes, launch order), the
   // workspace layout, and the engine's launch limits checked: NotSupported naming the row, the field and both

@@ -6,16 +6,12 @@ namespace rime::engines {
 
 // Each engine's object, defined in its folder's engine.cpp.
 const Engine& sdpa_mma_engine();
-const Engine& sdpa_wgmma_engine();
-const Engine& sdpa_sm90_ws_engine();
+const Engine& sdpa_sm90_engine();
 
 const Engine* find_engine(std::string_view name) {
   static const std::pair<std::string_view, const Engine*> kEngines[] = {
-      {"sdpa_f16_sm80", &sdpa_mma_engine()},
-      {"sdpa_fp8_sm89", &sdpa_mma_engine()},
-      {"sdpa_mxfp8_sm89", &sdpa_mma_engine()},
-      {"sdpa_fp8_sm90_prepass", &sdpa_wgmma_engine()},
-      {"sdpa_sm90_ws", &sdpa_sm90_ws_engine()},
+      {"sdpa_mma", &sdpa_mma_engine()},
+      {"sdpa_sm90", &sdpa_sm90_engine()},
   };
   for (const auto& [n, engine] : kEngines)
     if (n == name) return engine;

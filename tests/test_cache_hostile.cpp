@@ -29,7 +29,7 @@ std::string temp_dir() {
 
 KernelSpec small_kernel(int d = 64) {
   return KernelSpec{"combine", "combine/kernel.cuh",
-                    "rime_dev::sdpa_combine<" + std::to_string(RIME_T_BF16) + ", " + std::to_string(d) + ", 0, 4>",
+                    "rime_dev::combine_splits<" + std::to_string(RIME_T_BF16) + ", " + std::to_string(d) + ", 0, 4>",
                     "CombineParams", "sm_90a"};
 }
 

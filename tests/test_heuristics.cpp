@@ -91,7 +91,7 @@ TEST_CASE("with per-sequence lengths the largest split within the slack wins", "
 }
 
 namespace {
-// The sdpa_mma engine's tiles (those of rows sdpa_fp8_sm89 for 8-bit inputs, sdpa_f16_sm80 for 16-bit) with the
+// The sdpa_mma engine's tiles (those of rows sdpa_mma_fp8 for 8-bit inputs, sdpa_mma_f16 for 16-bit) with the
 // shared memory its layout header gives them (the heuristic itself sees only these numbers).
 std::vector<TileOption> mma_options(int d, int elem, bool mx = false) {
   std::vector<TileOption> out;
@@ -202,52 +202,52 @@ TEST_CASE("causal row tile cost: the partial row tile first, the heaviest CTA or
 }
 
 TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[heuristics][engines]") {
-  CHECK(rime_ws::threads(2) == 384);
-  CHECK(rime_ws::threads(3) == 512);
+  CHECK(rime_sm90::threads(2) == 384);
+  CHECK(rime_sm90::threads(3) == 512);
   // setmaxnreg: the producer's registers and the consumers' share fill the 64K register file.
   for (bool fp8 : {false, true}) {
-    CHECK(128 * (rime_ws::producer_regs(2, fp8) + 2 * rime_ws::consumer_regs(2, fp8)) <= 65536);
-    CHECK(128 * (rime_ws::producer_regs(3, fp8) + 3 * rime_ws::consumer_regs(3, fp8)) <= 65536);
-    CHECK(2 * 128 * (rime_ws::producer_regs(1, fp8) + rime_ws::consumer_regs(1, fp8)) <= 65536);  // 2 CTAs per SM
-    CHECK(rime_ws::consumer_regs(2, fp8) == 224);
+    CHECK(128 * (rime_sm90::producer_regs(2, fp8) + 2 * rime_sm90::consumer_regs(2, fp8)) <= 65536);
+    CHECK(128 * (rime_sm90::producer_regs(3, fp8) + 3 * rime_sm90::consumer_regs(3, fp8)) <= 65536);
+    CHECK(2 * 128 * (rime_sm90::producer_regs(1, fp8) + rime_sm90::consumer_regs(1, fp8)) <= 65536);  // 2 CTAs per SM
+    CHECK(rime_sm90::consumer_regs(2, fp8) == 224);
     // setmaxnreg.inc draws on what the producer released only.
     for (int n : {1, 2, 3})
-      CHECK(n * (rime_ws::consumer_regs(n, fp8) - rime_ws::launch_regs(n)) <=
-            rime_ws::launch_regs(n) - rime_ws::producer_regs(n, fp8));
+      CHECK(n * (rime_sm90::consumer_regs(n, fp8) - rime_sm90::launch_regs(n)) <=
+            rime_sm90::launch_regs(n) - rime_sm90::producer_regs(n, fp8));
   }
-  CHECK(rime_ws::launch_regs(2) == 168);
-  CHECK(rime_ws::launch_regs(3) == 128);
+  CHECK(rime_sm90::launch_regs(2) == 168);
+  CHECK(rime_sm90::launch_regs(3) == 128);
   // Three FP8 consumers beside the transposing producer's 56; three 16-bit ones beside a producer of 32, whose
   // 160 registers hold S of 128 keys at D 64.
-  CHECK(rime_ws::consumer_regs(3, true) == 152);
-  CHECK(rime_ws::consumer_regs(3, false) == 160);
-  CHECK(rime_ws::tile_kv(2, 64, 3) == 128);
-  CHECK(rime_ws::tile_kv(2, 128, 3) == 64);
-  CHECK(rime_ws::consumer_regs(1, true) == 184);
-  CHECK(rime_ws::consumer_regs(1, false) == 200);
-  CHECK(rime_ws::three_consumers_fit(128, 128));
-  CHECK(rime_ws::three_consumers_fit(192, 128));
-  CHECK(rime_ws::three_consumers_fit(64, 64));
-  CHECK_FALSE(rime_ws::three_consumers_fit(256, 256));
-  CHECK(rime_ws::tile_kv(1, 128, 3) == 64);
-  CHECK(rime_ws::tile_kv(1, 64, 3) == 128);
-  CHECK(rime_ws::tile_kv(2, 128, 3) == 64);
-  CHECK(rime_ws::tile_kv(1, 128, 2) == 128);
-  CHECK(rime_ws::tile_kv(1, 64, 2) == 256);
+  CHECK(rime_sm90::consumer_regs(3, true) == 152);
+  CHECK(rime_sm90::consumer_regs(3, false) == 160);
+  CHECK(rime_sm90::tile_kv(2, 64, 3) == 128);
+  CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
+  CHECK(rime_sm90::consumer_regs(1, true) == 184);
+  CHECK(rime_sm90::consumer_regs(1, false) == 200);
+  CHECK(rime_sm90::three_consumers_fit(128, 128));
+  CHECK(rime_sm90::three_consumers_fit(192, 128));
+  CHECK(rime_sm90::three_consumers_fit(64, 64));
+  CHECK_FALSE(rime_sm90::three_consumers_fit(256, 256));
+  CHECK(rime_sm90::tile_kv(1, 128, 3) == 64);
+  CHECK(rime_sm90::tile_kv(1, 64, 3) == 128);
+  CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
+  CHECK(rime_sm90::tile_kv(1, 128, 2) == 128);
+  CHECK(rime_sm90::tile_kv(1, 64, 2) == 256);
   // V^T sub-tiles have 8 rows for the tensor cores' row sums: FP8 prefill (2-3 consumers) with D_v <= 128 only.
-  CHECK(rime_ws::vt_sum_rows(true, 128, 3) == 8);
-  CHECK(rime_ws::vt_sum_rows(true, 64, 2) == 8);
-  CHECK(rime_ws::vt_sum_rows(true, 256, 2) == 0);
-  CHECK(rime_ws::vt_sum_rows(true, 128, 1) == 0);
-  CHECK(rime_ws::vt_sum_rows(false, 128, 2) == 0);
+  CHECK(rime_sm90::vt_sum_rows(true, 128, 3) == 8);
+  CHECK(rime_sm90::vt_sum_rows(true, 64, 2) == 8);
+  CHECK(rime_sm90::vt_sum_rows(true, 256, 2) == 0);
+  CHECK(rime_sm90::vt_sum_rows(true, 128, 1) == 0);
+  CHECK(rime_sm90::vt_sum_rows(false, 128, 2) == 0);
   // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys (V^T: 128 + 8 rows), the
   // barriers.
-  const rime_ws::Smem s = rime_ws::smem(1, 128, 128, 3, true, false, rime_ws::kSmemLimit);
+  const rime_sm90::Smem s = rime_sm90::smem(1, 128, 128, 3, true, false, rime_sm90::kSmemLimit);
   CHECK(s.k == 192 * 128);
   CHECK(s.v == s.k + 2 * 64 * 128);
   CHECK(s.vt == s.v + 2 * 64 * 128);
   CHECK(s.barriers == s.vt + 2 * (128 + 8) * 64);
   CHECK(s.total == s.barriers + 16 * 8 + 1024);
   // Block-scaled O stages three consumers' epilogues when they fit.
-  CHECK(rime_ws::smem(1, 128, 128, 3, true, true, rime_ws::kSmemLimit).staged_epilogue);
+  CHECK(rime_sm90::smem(1, 128, 128, 3, true, true, rime_sm90::kSmemLimit).staged_epilogue);
 }

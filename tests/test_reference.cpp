@@ -864,7 +864,7 @@ TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ra
   for (const RowVerdict& v : match(f.value())) {
     INFO(v.row_id << ": " << v.reason);
     accepted += v.accepted;
-    if (v.row_id == "sdpa_f16_sm80" || v.row_id == "sdpa_f16_sm90") CHECK(v.accepted);
+    if (v.row_id == "sdpa_mma_f16" || v.row_id == "sdpa_sm90_f16") CHECK(v.accepted);
   }
   CHECK(accepted == 2);
   nlohmann::json fp8 = nlohmann::json::parse(test::read_text(test::example_path("fp8_ragged_prefill")));
@@ -872,15 +872,17 @@ TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ra
   REQUIRE(fg.ok());
   Result<Facts> ff = analyze(fg.value(), DeviceDesc::h200());
   REQUIRE(ff.ok());
-  bool prepass_named = false;
   for (const RowVerdict& v : match(ff.value())) {
     INFO(v.row_id << ": " << v.reason);
-    if (v.row_id == "sdpa_fp8_sm89" || v.row_id == "sdpa_fp8_sm90") CHECK(v.accepted);
-    if (v.row_id == "sdpa_fp8_sm90_prepass")
-      prepass_named = v.field == "ragged" &&
-                      v.reason == "row sdpa_fp8_sm90_prepass: ragged (THD) Q and K/V through cu_seqlens not supported";
+    if (v.row_id == "sdpa_mma_fp8" || v.row_id == "sdpa_sm90_fp8") CHECK(v.accepted);
   }
-  CHECK(prepass_named);
+  // A row without `ragged` declines them, naming the field.
+  CapabilityRow no_ragged = *std::find_if(capability_rows().begin(), capability_rows().end(),
+                                          [](const CapabilityRow& r) { return r.id == "sdpa_sm90_fp8"; });
+  no_ragged.ragged = false;
+  const RowVerdict declined = match_row(no_ragged, ff.value());
+  CHECK(declined.field == "ragged");
+  CHECK(declined.reason == "row sdpa_sm90_fp8: ragged (THD) Q and K/V through cu_seqlens not supported");
 }
 
 TEST_CASE("FLOPs of a padded run count each sequence's pairs; at full lengths the tensor formula", "[reference]") {
@@ -917,9 +919,9 @@ TEST_CASE("a 16-bit Q over FP8 K/V is valid and referenced, served by the mma.sy
   int accepted = 0;
   for (const RowVerdict& v : match(mf.value())) {
     INFO(v.row_id << ": " << v.reason);
-    CHECK(v.accepted == (v.row_id == "sdpa_fp8_sm89"));
+    CHECK(v.accepted == (v.row_id == "sdpa_mma_fp8"));
     accepted += v.accepted;
-    if (v.row_id == "sdpa_fp8_sm90" || v.row_id == "sdpa_fp8_sm90_prepass")
+    if (v.row_id == "sdpa_sm90_fp8" || v.row_id == "sdpa_sm90_fp8_prepass")
       CHECK(v.reason == "row " + v.row_id +
                             ": Q dtype BF16 over K/V dtype FP8_E4M3 (a 16-bit Q over an FP8 K/V cache) not supported");
   }

@@ -11,9 +11,9 @@ int main() {
   fmt::print("Generated from `rows/*.json` by `cmake --build build --target capabilities-doc`; do not edit.\n");
   fmt::print("A row is data: the matcher compares a graph's facts to each field in this order and reports the "
              "first that fails, with both values (`rime plan --explain`).\n\n");
-  fmt::print("| row | built | arch | ops | Q/K/V | O formats | (D_qk, D_v) | masks | layouts | paged K/V | ragged | "
+  fmt::print("| row | arch | ops | Q/K/V | O formats | (D_qk, D_v) | masks | layouts | paged K/V | ragged | "
              "sink | Stats | Amax_S | Amax_O | split-KV | tiles |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   for (const CapabilityRow& r : capability_rows()) {
     std::vector<std::string> ops, dtypes, dims, layouts, tiles, splits;
@@ -22,14 +22,24 @@ int main() {
     if (r.q16_over_fp8_kv) dtypes.emplace_back("FP16/BF16 Q over them");
     for (const auto& d : r.head_dims) dims.push_back(fmt::format("({}, {})", d.first, d.second));
     for (Layout l : r.layouts) layouts.emplace_back(to_string(l));
-    for (const TileShape& t : r.tiles) tiles.push_back(fmt::format("{}x{}", t.q, t.kv));
+    for (const RowTile& t : r.tiles) {
+      std::string text = fmt::format("{}x{}", t.tile.q, t.tile.kv);
+      if (t.consumer_warpgroups)
+        text += fmt::format(" ({} consumer warpgroup{})", t.consumer_warpgroups, t.consumer_warpgroups > 1 ? "s" : "");
+      if (!t.head_dims.empty()) {
+        std::vector<std::string> d;
+        for (const auto& [qk, v] : t.head_dims) d.push_back(qk == v ? fmt::format("D {}", qk) : fmt::format("D {}/{}", qk, v));
+        text += fmt::format(" for {}", fmt::join(d, ", "));
+      }
+      tiles.push_back(text);
+    }
     for (int s : r.split_counts) splits.push_back(std::to_string(s));
-    fmt::print("| `{}` | {} | sm_{}{}..sm_{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-               r.id, yn(r.built), r.sm_lo, r.needs_arch_specific ? "a" : "", r.sm_hi, fmt::join(ops, ", "),
+    fmt::print("| `{}` | sm_{}{}..sm_{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+               r.id, r.sm_lo, r.needs_arch_specific ? "a" : "", r.sm_hi, fmt::join(ops, ", "),
                fmt::join(dtypes, ", "), fmt::join(r.o_formats, ", "), fmt::join(dims, ", "),
                fmt::join(r.masks, ", "), fmt::join(layouts, ", "), yn(r.paged_kv), yn(r.ragged), yn(r.sink), yn(r.stats), yn(r.amax_s),
                yn(r.amax_o), r.split_kv_supported ? fmt::format("{{{}}}", fmt::join(splits, ", ")) : "no",
-               tiles.empty() ? "-" : fmt::format("{}", fmt::join(tiles, ", ")));
+               tiles.empty() ? "-" : fmt::format("{}", fmt::join(tiles, "; ")));
   }
   fmt::print("\n## Rows\n");
   for (const CapabilityRow& r : capability_rows()) {

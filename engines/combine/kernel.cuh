@@ -20,7 +20,7 @@ constexpr int kCombineChunk = 8;
 // (heuristics::combine_warps_per_row): 16 when the rows alone would leave the SMs nearly idle (B1 H32 decode:
 // 32 rows of 128 splits).
 template <int kOut, int kDv, int kFeatures, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps) sdpa_combine(const CombineParams p) {
+__global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParams p) {
   static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
   constexpr int kPairs = kDv / 64;
   __shared__ float2 sums[kWarps][kPairs][32];

@@ -19,7 +19,8 @@ Result<KernelStage> combine_stage(const Facts& f, const CapabilityRow& row, cons
   const int bits =
       sdpa_features(f, false) &
       (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O | RIME_F_RAGGED_Q);
-  s.spec.name_expression = fmt::format("rime_dev::sdpa_combine<{}, {}, {}, {}>", sdpa_o_type_code(f), f.D_v, bits, warps);
+  s.spec.name_expression = fmt::format("rime_dev::combine_splits<{}, {}, {}, {}>", kernel_type_name(sdpa_o_type_code(f)),
+                                       f.D_v, kernel_feature_names(bits), warps);
   s.grid = {rows, 1, 1};
   s.block = 32 * warps;
   s.smem_bytes = 0;

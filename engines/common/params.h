@@ -37,6 +37,26 @@
 // many as fit on the GPU at once) shares all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item).
 #define RIME_F_BALANCED 32768
 
+#ifdef __cplusplus
+// The spellings of those codes in kernel names: a plan's kernel reads
+// `rime_dev::sdpa_sm90_fwd<e4m3, bf16, 128, 128, stats | mask, two_consumers>`, not a bit mask. The generated
+// translation unit says `using namespace rime_names;` (src/jit/compile.cpp), so the names are the template
+// arguments themselves; the host spells them with engines/common/sdpa_params.cpp's kernel_* functions.
+namespace rime_names {
+enum : int {
+  fp16 = RIME_T_FP16, bf16 = RIME_T_BF16, e4m3 = RIME_T_E4M3, e5m2 = RIME_T_E5M2, fp32 = RIME_T_FP32,
+  nvfp4 = RIME_T_NVFP4, mxfp8 = RIME_T_MXFP8
+};
+enum : int {
+  no_features = 0, sink = RIME_F_SINK, stats = RIME_F_STATS, amax_o = RIME_F_AMAX_O, amax_s = RIME_F_AMAX_S,
+  split = RIME_F_SPLIT, padding = RIME_F_PADDING, mask = RIME_F_MASK, scale_o = RIME_F_SCALE_O,
+  mx_inputs = RIME_F_MX_INPUTS, paged = RIME_F_PAGED, ragged_q = RIME_F_RAGGED_Q, ragged_kv = RIME_F_RAGGED_KV,
+  kv_fp8 = RIME_F_KV_FP8, kv_e5m2 = RIME_F_KV_E5M2, q_bf16 = RIME_F_Q_BF16, balanced = RIME_F_BALANCED
+};
+enum : int { one_consumer = 1, two_consumers = 2, three_consumers = 3 };
+}  // namespace rime_names
+#endif
+
 struct SdpaParams {
   const void* q;
   const void* k;
@@ -65,8 +85,6 @@ struct SdpaParams {
   const unsigned char* sf_v;
   float* o_partial;    // split: [split][B][H_q][S_q][D_v]
   float* lse_partial;  // split: [split][B][H_q][S_q]
-  unsigned char* vt;   // sdpa_fp8_sm90_prepass: V transposed by its pre-pass, [B][H_kv][D_v][vt_keys] (keys permuted)
-  int vt_keys;         // S_kv rounded up to the wgmma engine's KV tile; keys past the valid ones are zero
   long long q_stride[3];  // b, h, s (elements; d has unit stride)
   long long k_stride[3];
   long long v_stride[3];
@@ -126,9 +144,9 @@ struct alignas(64) RimeTensorMap {
   unsigned long long opaque[16];
 };
 
-// The parameter block of the sdpa_sm90_ws kernels (passed as __grid_constant__, so the tensor maps are read
+// The parameter block of the sdpa_sm90 kernels (passed as __grid_constant__, so the tensor maps are read
 // where they lie): K and V as 4-D TMA maps (d, s, h, b), and the common block.
-struct alignas(64) SdpaWsParams {
+struct alignas(64) SdpaSm90Params {
   RimeTensorMap k_map;
   RimeTensorMap v_map;
   SdpaParams p;

@@ -19,6 +19,47 @@ int type_code(DataType t) {
   }
 }
 
+std::string kernel_type_name(int code) {
+  switch (code) {
+    case RIME_T_FP16: return "fp16";
+    case RIME_T_BF16: return "bf16";
+    case RIME_T_E4M3: return "e4m3";
+    case RIME_T_E5M2: return "e5m2";
+    case RIME_T_FP32: return "fp32";
+    case RIME_T_NVFP4: return "nvfp4";
+    case RIME_T_MXFP8: return "mxfp8";
+  }
+  return std::to_string(code);
+}
+
+std::string kernel_feature_names(int features) {
+  static const std::pair<int, const char*> kNames[] = {
+      {RIME_F_SINK, "sink"},         {RIME_F_STATS, "stats"},         {RIME_F_AMAX_O, "amax_o"},
+      {RIME_F_AMAX_S, "amax_s"},     {RIME_F_SPLIT, "split"},         {RIME_F_PADDING, "padding"},
+      {RIME_F_MASK, "mask"},         {RIME_F_SCALE_O, "scale_o"},     {RIME_F_MX_INPUTS, "mx_inputs"},
+      {RIME_F_PAGED, "paged"},       {RIME_F_RAGGED_Q, "ragged_q"},   {RIME_F_RAGGED_KV, "ragged_kv"},
+      {RIME_F_KV_FP8, "kv_fp8"},     {RIME_F_KV_E5M2, "kv_e5m2"},     {RIME_F_Q_BF16, "q_bf16"},
+      {RIME_F_BALANCED, "balanced"}};
+  std::string out;
+  int named = 0;
+  for (const auto& [bit, name] : kNames)
+    if (features & bit) {
+      out += out.empty() ? name : std::string(" | ") + name;
+      named |= bit;
+    }
+  if (named != features) out += fmt::format("{}{}", out.empty() ? "" : " | ", features & ~named);  // unnamed bits
+  return out.empty() ? "no_features" : out;
+}
+
+std::string kernel_consumers_name(int n) {
+  switch (n) {
+    case 1: return "one_consumer";
+    case 2: return "two_consumers";
+    case 3: return "three_consumers";
+  }
+  return std::to_string(n);
+}
+
 int sdpa_o_type_code(const Facts& f) {
   if (f.o_block_scale == 16) return RIME_T_NVFP4;
   if (f.o_block_scale == 32) return RIME_T_MXFP8;

@@ -12,6 +12,11 @@ static_assert(sizeof(SdpaParams) <= kMaxParamBytes && sizeof(CombineParams) <= k
 
 // RIME_T_* of a dtype (FP32 for types no kernel template takes).
 int type_code(DataType type);
+// The names kernel expressions spell template arguments with (common/params.h, rime_names): "e4m3" for a type
+// code, "stats | mask" for feature bits ("no_features" for none), "two_consumers" for a consumer count.
+std::string kernel_type_name(int type_code);
+std::string kernel_feature_names(int features);
+std::string kernel_consumers_name(int consumer_warpgroups);
 // The O type argument of the attention kernels: the dtype, or the block-scaled format sf_o makes of it.
 int sdpa_o_type_code(const Facts& facts);
 // The RIME_F_* feature bits of the attention kernels for these facts (with or without split).

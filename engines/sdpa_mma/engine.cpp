@@ -31,17 +31,20 @@ class SdpaMma final : public Engine {
     tp.sm_count = f.device.sm_count;
     tp.smem_per_block = f.device.smem_per_block;
     tp.smem_per_sm = f.device.smem_per_sm;
-    for (const TileShape& t : row.tiles)
-      if (!f.pinned_tile || t == *f.pinned_tile)
-        tp.options.push_back({t.q, t.kv, smem_of(f, t).total, rime_mma::threads(t.q)});
+    for (const RowTile& rt : row.tiles_for(f.D_qk, f.D_v))
+      if (!f.pinned_tile || rt.tile == *f.pinned_tile)
+        tp.options.push_back({rt.tile.q, rt.tile.kv, smem_of(f, rt.tile).total, rime_mma::threads(rt.tile.q)});
     heuristics::TileChoice tc = heuristics::choose_tile(tp);
     if (!tc.tile)
       return Status(StatusCode::NotSupported,
                     fmt::format("row {}: {}{}", row.id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));
-    return TileChoice{{tc.tile->q, tc.tile->kv}, f.pinned_tile ? "pinned by the graph" : tc.reason};
+    RowTile chosen;
+    chosen.tile = {tc.tile->q, tc.tile->kv};
+    return TileChoice{chosen, f.pinned_tile ? "pinned by the graph" : tc.reason};
   }
 
-  TileGeometry geometry(const Facts& f, TileShape t) const override {
+  TileGeometry geometry(const Facts& f, const RowTile& rt) const override {
+    const TileShape t = rt.tile;
     TileGeometry g;
     g.packed_rows = f.S_q * f.group;
     g.q_tiles = ceil_div(g.packed_rows, t.q);
@@ -52,7 +55,9 @@ class SdpaMma final : public Engine {
   }
 
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
-    const TileGeometry g = geometry(f, d.tile);
+    RowTile rt;
+    rt.tile = d.tile;
+    const TileGeometry g = geometry(f, rt);
     const bool split = d.split_kv > 1;
     // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
     // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks left a
@@ -69,9 +74,10 @@ class SdpaMma final : public Engine {
     // that one specialization serves every O dtype.
     const KernelSpec spec{row.engine, "sdpa_mma/kernel.cuh",
                           fmt::format("rime_dev::sdpa_mma_fwd<{}, {}, {}, {}, {}, {}, {}>",
-                                      f.q16_over_fp8_kv() ? RIME_T_FP16 : type_code(f.q().dtype),
-                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v, d.tile.q,
-                                      d.tile.kv, sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0)),
+                                      kernel_type_name(f.q16_over_fp8_kv() ? RIME_T_FP16 : type_code(f.q().dtype)),
+                                      kernel_type_name(split ? RIME_T_FP32 : sdpa_o_type_code(f)), f.D_qk, f.D_v,
+                                      d.tile.q, d.tile.kv,
+                                      kernel_feature_names(sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0))),
                           "SdpaParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, g.smem_bytes); !s.ok()) return s;
     if (balanced)

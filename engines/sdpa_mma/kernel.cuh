@@ -1,4 +1,4 @@
-// sdpa_f16_sm80 and sdpa_fp8_sm89: FlashAttention-2 style forward on mma.sync, one template for both.
+// sdpa_mma_f16 and sdpa_mma_fp8: FlashAttention-2 style forward on mma.sync, one template for both.
 //
 // A CTA owns kTileQ packed rows of one (batch, kv head): GQA packs the `group` q heads that share a kv head
 // into the row dimension (packed row r -> q row i = r / group, head h_kv * group + r % group), so K and V are

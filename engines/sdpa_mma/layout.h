@@ -1,4 +1,4 @@
-// The launch shape of the sdpa_mma kernels (rows sdpa_f16_sm80, sdpa_fp8_sm89, sdpa_mxfp8_sm89), read by the
+// The launch shape of the sdpa_mma kernels (rows sdpa_mma_f16, sdpa_mma_fp8, sdpa_mma_mxfp8), read by the
 // kernel (kernel.cuh carves its shared memory at these offsets) and by the host (engine.cpp sizes the launch
 // with them), so the two cannot drift. No includes beyond host_device.h: NVRTC compiles it.
 #pragma once

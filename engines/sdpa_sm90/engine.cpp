@@ -1,8 +1,9 @@
-// Host side of the sdpa_sm90_ws engine (engines/sdpa_sm90/kernel.cuh): rows sdpa_fp8_sm90 and sdpa_f16_sm90.
+// Host side of the sdpa_sm90 engine (engines/sdpa_sm90/kernel.cuh): rows sdpa_sm90_fp8 and sdpa_sm90_f16.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,41 +19,42 @@ namespace {
 int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// One consumer fits where three do (O of at most 128 columns), for FP8 only.
-bool consumer_count_fits(const Facts& f, int n) {
-  const bool three = rime_ws::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v));
-  return n == 2 || (three && (n == 3 || f.is_fp8));
+// The row's tile for these head dims on n consumer warpgroups, if it lists one.
+std::optional<RowTile> row_tile(const Facts& f, const CapabilityRow& row, int n) {
+  for (const RowTile& t : row.tiles_for(f.D_qk, f.D_v))
+    if (t.consumer_warpgroups == n) return t;
+  return std::nullopt;
 }
 
-// Consumer warpgroups per CTA (one, two or three, rime_ws layout.h), and why. One for FP8 graphs of at most 64
-// packed rows (below). Three where they fit and the graph has no mask, when the row tiles' waves say the grid of
-// 192-row CTAs (one per SM) finishes sooner than that of 128-row ones (causal graphs: below). The time per row of a
-// 192-row CTA relative to a 128-row one's, measured on the H200 with the v20 kernels (docs/perf.md, session 19: every
-// prefill bench row pinned to both tiles in one call, each time ratio divided by the rows' wave ratio):
-//   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92; v13's
-//           kernels measured 0.92-0.98: the v20 softmax shortened the three-consumer tile more), 0.95 at D_qk 192;
-//   16-bit: 0.76 at D 64 (session 22: three consumers on 128-key tiles, which their 160 registers hold beside a
-//           producer of 32; B2 H32 S8192 1.9588 ms against 2.6193 on two), 0.94 at D 128, 0.96 at D_qk 192.
+// Consumer warpgroups per CTA (one, two or three, rime_sm90 layout.h), among those the row lists a tile of for the
+// head dims, and why. One for graphs of at most 64 packed rows (below). Three where the graph has no mask, when the
+// row tiles' waves say the grid of 192-row CTAs (one per SM) finishes sooner than that of 128-row ones (causal
+// graphs: below). The time per row of a 192-row CTA relative to a 128-row one's, measured on the H200 (every
+// prefill bench row pinned to both tiles in one run, each time ratio divided by the rows' wave ratio):
+//   FP8:    0.80 at D 64 (three consumers on 128-key tiles, two on 256), 0.90-0.93 at D 128 (taken as 0.92),
+//           0.95 at D_qk 192;
+//   16-bit: 0.76 at D 64 (three consumers on 128-key tiles, which their 160 registers hold beside a producer of 32;
+//           B2 H32 S8192 1.9588 ms against 2.6193 on two), 0.94 at D 128, 0.96 at D_qk 192.
 // Causal graphs (no window, the same lengths in every batch) take three where their causal grid's cost
-// (heuristics::causal_row_tile_cost) says so. Three measured slower (FP8 B4 H32 S4096 D 128: 1.06x in v13, 1.03x in
-// session 19, BF16 1.00x) while the partial row tile came last: at S 4096 a 192-row tile of 64 live rows then ran all
-// 64 KV tiles in each consumer. With it first (session 21, the H200, each pair in one run), time per (row, key) pair
-// of the grids' KV tiles relative to two consumers':
+// (heuristics::causal_row_tile_cost, with the partial row tile first as the kernel runs it) says so, at the time per
+// (row, key) pair of the grids' KV tiles relative to two consumers', measured on the H200 in one run each:
 //   FP8:    0.80 at D 64 (B2 H32 S8192: 0.795x the time), 0.95 at D 128 (B4 H32 S4096: 0.968x), 0.96 at D_qk 192;
-//   16-bit: 0.78 at D 64 (session 22, 128-key tiles on both: 0.790x the time, the grid cost's ratio 1.015), 0.92 at
-//           D 128 (0.937x), 0.92 at D_qk 192 (0.932x).
+//   16-bit: 0.78 at D 64 (128-key tiles on both: 0.790x the time, the grid cost's ratio 1.015), 0.92 at D 128
+//           (0.937x), 0.92 at D_qk 192 (0.932x).
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
 };
-ConsumerChoice consumers_of(const Facts& f) {
+ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // At most 64 packed rows (a decode's S_q x group, one token or several): one 64-row consumer, two CTAs per SM
-  // (rime_ws::ctas_per_sm). FP8 only: the 16-bit row lists no 64-row tile (not measured). A decode is
-  // memory-bound, so the tile's empty rows cost only tensor work: one token of a GQA group of 4 (4 rows of 64)
-  // measured 0.90x-0.97x the time of the mma.sync engine's 16-row tile (docs/perf.md v17).
-  if (f.S_q * f.group <= 64 && consumer_count_fits(f, 1))
+  // (rime_sm90::ctas_per_sm), where the row lists it (FP8; the 16-bit row lists no 64-row tile: not measured). A
+  // decode is memory-bound, so the tile's empty rows cost only tensor work: one token of a GQA group of 4 (4 rows of
+  // 64) measured 0.90x-0.97x the time of the mma.sync engine's 16-row tile.
+  if (f.S_q * f.group <= 64 && row_tile(f, row, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
-  if (!consumer_count_fits(f, 3)) return {2, "two consumer warpgroups (three fit D_qk <= 192 and D_v <= 128 only)"};
+  if (!row_tile(f, row, 3))
+    return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
+                           f.D_qk, f.D_v)};
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;
   if (f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
@@ -60,12 +62,11 @@ ConsumerChoice consumers_of(const Facts& f) {
     return {2, "two consumer warpgroups (a causal mask with per-batch lengths: three not measured)"};
   if (f.mask.causal) {
     const heuristics::CausalGrid grid{f.S_q, f.S_kv, f.group, f.B * f.H_kv, f.mask.bottom_right};
-    const int elem = elem_bytes(f), d = static_cast<int>(f.D_qk);
     const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.78 : 0.92);
-    const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0},
-                                                        rime_ws::tile_kv(elem, d, 2));
+    const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_sm90::tile_q(2), 1, 1.0},
+                                                        row_tile(f, row, 2)->tile.kv);
     const double three = heuristics::causal_row_tile_cost(
-        grid, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_pair}, rime_ws::tile_kv(elem, d, 3));
+        grid, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_pair}, row_tile(f, row, 3)->tile.kv);
     const std::string costs = fmt::format("causal grid cost {:.3g} on 192-row tiles against {:.3g} on 128-row ones",
                                           three, two);
     if (three < two) return {3, "three consumer warpgroups: " + costs};
@@ -74,9 +75,9 @@ ConsumerChoice consumers_of(const Facts& f) {
   const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.76 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two =
-      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(2), 1, 1.0});
+      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_sm90::tile_q(2), 1, 1.0});
   const heuristics::RowTileCost three =
-      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_ws::tile_q(3), 1, time_per_row});
+      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_row});
   const std::string costs = fmt::format("{} CTAs of 192 rows in {} waves, cost {:.0f}, against {} of 128 rows in {} "
                                         "waves, cost {:.0f}",
                                         three.ctas, three.waves, three.cost, two.ctas, two.waves, two.cost);
@@ -84,20 +85,14 @@ ConsumerChoice consumers_of(const Facts& f) {
   return {2, "two consumer warpgroups: " + costs};
 }
 
-rime_ws::Smem smem_of(const Facts& f, int n_consumers, bool split) {
-  return rime_ws::smem(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers, f.is_fp8,
-                       f.o_block_scale != 0 && !split, rime_ws::kSmemLimit);
+rime_sm90::Smem smem_of(const Facts& f, int n_consumers, bool split) {
+  return rime_sm90::smem(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers, f.is_fp8,
+                       f.o_block_scale != 0 && !split, rime_sm90::kSmemLimit);
 }
 
-TileShape tile_of(const Facts& f, int n_consumers) {
-  return {rime_ws::tile_q(n_consumers), rime_ws::tile_kv(elem_bytes(f), static_cast<int>(f.D_qk), n_consumers)};
-}
-
-// The consumer count a tile stands for (its rows are 64 per consumer), 0 for a tile of no count.
-int consumers_of_tile(const Facts& f, TileShape t) {
-  for (int n : {1, 2, 3})
-    if (t == tile_of(f, n) && consumer_count_fits(f, n)) return n;
-  return 0;
+// The tile the kernel runs on n consumer warpgroups (layout.h): what the rows list must be this.
+TileShape layout_tile(const Facts& f, int n_consumers) {
+  return {rime_sm90::tile_q(n_consumers), rime_sm90::tile_kv(elem_bytes(f), static_cast<int>(f.D_qk), n_consumers)};
 }
 
 // A 4-D TMA map over a [B, H, S, D] operand with logical strides (elements): (d, s, h, b), boxes of one
@@ -113,7 +108,7 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
   if (!api->cuTensorMapEncodeTiled)
     return Status(StatusCode::CudaError, "the CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
   const int eb = bits_of(t.dtype) / 8;
-  const int row = rime_ws::row_bytes(static_cast<int>(t.dims[3]) * eb);
+  const int row = rime_sm90::row_bytes(static_cast<int>(t.dims[3]) * eb);
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.dims[3]), static_cast<cuuint64_t>(t.dims[2]),
                               static_cast<cuuint64_t>(t.dims[1]), static_cast<cuuint64_t>(t.dims[0])};
   // Strides of dims of extent 1 are never stepped; TMA still wants them multiples of 16 bytes.
@@ -141,78 +136,79 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
   return Status::success();
 }
 
-// "128x128", or "64x128, 128x128 or 192x64" where one (FP8) and three consumers fit.
-std::string tiles_of(const Facts& f) {
-  std::vector<std::string> tiles;
-  for (int n : {1, 2, 3})
-    if (consumer_count_fits(f, n)) tiles.push_back(fmt::format("{}x{}", tile_of(f, n).q, tile_of(f, n).kv));
-  std::string out = tiles[0];
-  for (size_t i = 1; i < tiles.size(); ++i) out += (i + 1 == tiles.size() ? " or " : ", ") + tiles[i];
-  return out;
-}
-
 class SdpaSm90Ws final : public Engine {
  public:
   Result<TileChoice> choose_tile(const Facts& f, const CapabilityRow& row) const override {
-    const ConsumerChoice c = consumers_of(f);
-    TileShape t = tile_of(f, c.n);
-    std::string reason = fmt::format("the warp-specialized engine's tile for {} D {}: {}, {} keys",
-                                     to_string(f.q().dtype), f.D_qk, c.reason, t.kv);
-    if (f.pinned_tile) {
-      if (consumers_of_tile(f, *f.pinned_tile) == 0)
-        return Status(StatusCode::NotSupported,
-                      fmt::format("row {}: the pinned tile {}x{} is not this engine's {} for {} D {}", row.id,
-                                  f.pinned_tile->q, f.pinned_tile->kv, tiles_of(f), to_string(f.q().dtype), f.D_qk));
-      t = *f.pinned_tile;
+    const ConsumerChoice c = consumers_of(f, row);
+    std::optional<RowTile> t = row_tile(f, row, c.n);
+    if (!t)
+      return Status(StatusCode::NotSupported, fmt::format("row {}: no tile on {} consumer warpgroups for head dims "
+                                                          "({}, {})",
+                                                          row.id, c.n, f.D_qk, f.D_v));
+    std::string reason = fmt::format("the Hopper engine's tile for {} D {}: {}, {} keys", to_string(f.q().dtype),
+                                     f.D_qk, c.reason, t->tile.kv);
+    if (f.pinned_tile) {  // the matcher has checked that the row lists it for these head dims
+      for (const RowTile& listed : row.tiles_for(f.D_qk, f.D_v))
+        if (listed.tile == *f.pinned_tile) t = listed;
       reason = "pinned by the graph";
     }
-    const int64_t need = smem_of(f, consumers_of_tile(f, t), false).total;
+    const int64_t need = smem_of(f, t->consumer_warpgroups, false).total;
     if (need > f.device.smem_per_block)
       return Status(StatusCode::NotSupported, fmt::format("row {}: needs {} bytes of shared memory per block, the "
                                                           "device has {}",
                                                           row.id, need, f.device.smem_per_block));
-    return TileChoice{t, reason};
+    return TileChoice{*t, reason};
   }
 
-  TileGeometry geometry(const Facts& f, TileShape t) const override {
+  TileGeometry geometry(const Facts& f, const RowTile& t) const override {
     TileGeometry g;
-    const int n = std::max(consumers_of_tile(f, t), 1);
+    const int n = std::max(t.consumer_warpgroups, 1);
     g.packed_rows = f.S_q * f.group;
-    g.q_tiles = ceil_div(g.packed_rows, t.q);
-    g.kv_tiles = ceil_div(f.S_kv, t.kv);
-    g.threads = rime_ws::threads(n);
+    g.q_tiles = ceil_div(g.packed_rows, t.tile.q);
+    g.kv_tiles = ceil_div(f.S_kv, t.tile.kv);
+    g.threads = rime_sm90::threads(n);
     g.smem_bytes = smem_of(f, n, false).total;
-    g.ctas_per_sm = rime_ws::ctas_per_sm(n);  // the kernel's launch bounds: setmaxnreg shares the file by them
+    g.ctas_per_sm = rime_sm90::ctas_per_sm(n);  // the kernel's launch bounds: setmaxnreg shares the file by them
     return g;
   }
 
   Result<Derived> derive(const Facts& f, const CapabilityRow& row, const Decision& d) const override {
-    const int n_consumers = consumers_of_tile(f, d.tile);
-    if (n_consumers == 0)
-      return Status(StatusCode::NotSupported, fmt::format("row {}: tile {}x{} is not this engine's {} for D {}", row.id,
-                                                          d.tile.q, d.tile.kv, tiles_of(f), f.D_qk));
+    const int n_consumers = d.consumer_warpgroups;
+    // derive() has checked that the row lists (tile, consumers) for these head dims; the row must say what the
+    // kernel's layout computes, or the kernel would run another tile than the plan records.
+    if (n_consumers < 1 || n_consumers > 3 || d.tile != layout_tile(f, n_consumers) ||
+        (n_consumers == 3 && !rime_sm90::three_consumers_fit(static_cast<int>(f.D_qk), static_cast<int>(f.D_v))))
+      return Status(StatusCode::Internal,
+                    fmt::format("row {} lists tile {}x{} on {} consumer warpgroups for head dims ({}, {}), which is "
+                                "not the kernel's layout",
+                                row.id, d.tile.q, d.tile.kv, n_consumers, f.D_qk, f.D_v));
     const bool split = d.split_kv > 1;
-    const TileGeometry g = geometry(f, d.tile);
+    RowTile rt;
+    rt.tile = d.tile;
+    rt.consumer_warpgroups = n_consumers;
+    const TileGeometry g = geometry(f, rt);
     // A one-consumer split decode over per-sequence lengths (one row tile per pair) runs balanced, as the mma.sync
     // engine's (engines/sdpa_mma/engine.cpp): a persistent grid of as many CTAs as the GPU holds at once sharing
     // all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item), where the grid of per-sequence
-    // chunks leaves the last wave to the longest sequences' chunks. Measured on the H200 (docs/perf.md, session
-    // 13): the 8-token paged decode 0.7825 -> 0.7601 ms.
+    // chunks leaves the last wave to the longest sequences' chunks. Measured on the H200: the 8-token paged decode
+    // 0.7825 -> 0.7601 ms.
     const bool balanced = split && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && balanced_walk_fits(f, g);
     Derived out = sdpa_derived(f, row, g, d.split_kv);
     out.smem_bytes = smem_of(f, n_consumers, split).total;
-    const KernelSpec spec{row.engine, "sdpa_sm90/kernel.cuh",
-                          fmt::format("rime_dev::sdpa_ws_fwd<{}, {}, {}, {}, {}, {}>", type_code(f.q().dtype),
-                                      split ? RIME_T_FP32 : sdpa_o_type_code(f), f.D_qk, f.D_v,
-                                      sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0), n_consumers),
-                          "__grid_constant__ SdpaWsParams", f.device.arch_name()};
+    const KernelSpec spec{
+        row.engine, "sdpa_sm90/kernel.cuh",
+        fmt::format("rime_dev::sdpa_sm90_fwd<{}, {}, {}, {}, {}, {}>", kernel_type_name(type_code(f.q().dtype)),
+                    kernel_type_name(split ? RIME_T_FP32 : sdpa_o_type_code(f)), f.D_qk, f.D_v,
+                    kernel_feature_names(sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0)),
+                    kernel_consumers_name(n_consumers)),
+        "__grid_constant__ SdpaSm90Params", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
     if (balanced) make_balanced_grid(out.stages[0], f, g.ctas_per_sm);
     return out;
   }
 
   Status fill_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out) const override {
-    SdpaWsParams w{};
+    SdpaSm90Params w{};
     w.p = sdpa_params(f, c, b);
     // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
     // than a tile); the kernel issues a tile's boxes from its page ids.
@@ -221,7 +217,7 @@ class SdpaSm90Ws final : public Engine {
     if (!s.ok()) return s;
     s = encode_map(w.v_map, f.v(), b.of(f, Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
     if (!s.ok()) return s;
-    static_assert(sizeof(SdpaWsParams) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
+    static_assert(sizeof(SdpaSm90Params) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
     std::memcpy(out[0].bytes, &w, sizeof(w));
     fill_combine_params(f, c, b, out, 1);
     return Status::success();
@@ -230,7 +226,7 @@ class SdpaSm90Ws final : public Engine {
 
 }  // namespace
 
-const Engine& sdpa_sm90_ws_engine() {
+const Engine& sdpa_sm90_engine() {
   static const SdpaSm90Ws engine;
   return engine;
 }

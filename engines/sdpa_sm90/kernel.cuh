@@ -1,10 +1,10 @@
-// sdpa_sm90_ws: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256, and D_qk 192
+// sdpa_sm90: warp-specialized Hopper forward for FP8 (E4M3/E5M2) and BF16/FP16, D 64, 128, 256, and D_qk 192
 // with D_v 128 (MLA-style prefill).
 //
 // A CTA owns 64, 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as
 // in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM):
 //   producer (warpgroup 0, 56 registers after setmaxnreg, 72 beside one FP8 consumer, 32 beside three 16-bit ones): one
-//     thread issues TMA loads of K and V tiles into a ring of rime_ws::kStages (2) stages guarded by mbarriers (k_full
+//     thread issues TMA loads of K and V tiles into a ring of rime_sm90::kStages (2) stages guarded by mbarriers (k_full
 //     / k_empty, v_full) (paged K/V: one box per page, the first warp's lanes loading the next tile's page ids); for
 //     FP8 all 128 threads then transpose each V tile into V^T (FP8 wgmma takes B k-major only; by ldmatrix / stmatrix),
 //     keys in P's register order, keys past the batch's valid length zeroed, and signal pv_full (paged FP8: the first
@@ -34,7 +34,7 @@
 #include "sdpa_sm90/layout.h"
 
 namespace rime_dev {
-namespace ws {
+namespace sm90 {
 
 // ---- mbarriers, TMA, named barriers, register reallocation -------------------------------------------------
 
@@ -165,7 +165,7 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
 }
 
 // O (64 x D) += P V as wgmma_pv, with 8 more columns into e: V^T's 8 rows of ones after its D rows make them
-// the rows' sums of P (rime_ws::vt_sum_rows).
+// the rows' sums of P (rime_sm90::vt_sum_rows).
 template <int kIn, int kD>
 __device__ __forceinline__ void wgmma_pv_sum(float (&o)[kD / 8][4], float (&e)[4], const u32 (&a)[4], u64 b) {
   static_assert(kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2, "FP8 only");
@@ -204,10 +204,10 @@ __device__ __forceinline__ void wgmma_pv_sum(float (&o)[kD / 8][4], float (&e)[4
 // FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
 // issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
 // So one consumer only.
-// kVtRows: the rows of a V^T sub-tile (kDv, + rime_ws::vt_sum_rows rows of ones, which this leaves alone).
+// kVtRows: the rows of a V^T sub-tile (kDv, + rime_sm90::vt_sum_rows rows of ones, which this leaves alone).
 template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false, int kVtRows = kDv>
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
-  constexpr int kVtRow = rime_ws::row_bytes(kN);  // V^T sub-tiles along the keys: [kVtRows rows][kVtRow bytes]
+  constexpr int kVtRow = rime_sm90::row_bytes(kN);  // V^T sub-tiles along the keys: [kVtRows rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
   static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
   constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
@@ -262,7 +262,7 @@ constexpr float kLog2PScale = 8.807354922057604f;
 // FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
 // chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
 // at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
-// kRowSums false: l_run is left alone (the caller sums P otherwise: rime_ws::vt_sum_rows).
+// kRowSums false: l_run is left alone (the caller sums P otherwise: rime_sm90::vt_sum_rows).
 // kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
 // tiles leave O's rows as they are (alpha exactly 1, which the caller's rescale skips); P then reaches up to
 // 2^kSlack times its scale (FlashAttention-4's conditional rescale). m_run is then not the row's max.
@@ -305,23 +305,23 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
   }
 }
 
-}  // namespace ws
+}  // namespace sm90
 
 // kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
-// kC: consumer warpgroups (1, 2 or 3; rime_ws::three_consumers_fit says where 1 and 3 fit).
+// kC: consumer warpgroups (1, 2 or 3; rime_sm90::three_consumers_fit says where 1 and 3 fit).
 template <int kIn, int kOut, int kDqk, int kDv, int kFeatures, int kC>
-__global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)) sdpa_ws_fwd(const __grid_constant__ SdpaWsParams params) {
-  using namespace ws;
+__global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm(kC)) sdpa_sm90_fwd(const __grid_constant__ SdpaSm90Params params) {
+  using namespace sm90;
   const SdpaParams& p = params.p;
   constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   constexpr int kEB = kFp8 ? 1 : 2;
-  static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_ws::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
-  constexpr int kTileQ = rime_ws::tile_q(kC);
-  constexpr int kN = rime_ws::tile_kv(kEB, kDqk, kC);
+  static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
+  constexpr int kTileQ = rime_sm90::tile_q(kC);
+  constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);
   constexpr int kNT = kN / 8, kDT = kDv / 8;
-  constexpr int kRow = rime_ws::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
+  constexpr int kRow = rime_sm90::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
   constexpr int kSubs = kDqk * kEB / kRow;              // sub-tiles along d of Q and K
-  constexpr int kRowV = rime_ws::row_bytes(kDv * kEB);  // and of V
+  constexpr int kRowV = rime_sm90::row_bytes(kDv * kEB);  // and of V
   constexpr int kSubsV = kDv * kEB / kRowV;
   constexpr int kKSteps = kDqk * kEB / 32;              // 32-byte k steps of Q.K^T
   constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
@@ -331,16 +331,16 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   // heaviest first, and the partial row tile at the start of the rows, where it is the lightest.
   constexpr bool kMaskedRowOrder = kMask && !kPadding;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
-  // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_ws::vt_sum_rows), and
+  // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_sm90::vt_sum_rows), and
   // where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
   // weights P.V used, but as an LSE it is off the exact one by up to 0.03 on short rows, past SPEC's Stats tolerance
   // (docs/perf.md v19): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
-  constexpr int kSumRows = rime_ws::vt_sum_rows(kFp8, kDv, kC);
+  constexpr int kSumRows = rime_sm90::vt_sum_rows(kFp8, kDv, kC);
   constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
   constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones
-  constexpr rime_ws::Smem kSmem =
-      rime_ws::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_ws::kSmemLimit);
-  static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mxfp8_sm89");
+  constexpr rime_sm90::Smem kSmem =
+      rime_sm90::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_sm90::kSmemLimit);
+  static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mma_mxfp8");
 
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   u8* sVt = smem + kSmem.vt;
   // The ring: the j-th KV tile this CTA walks (over all its pieces when balanced) uses stage j % kStages in phase
   // (j / kStages) % 2 of its barriers.
-  constexpr int kStages = rime_ws::kStages;
+  constexpr int kStages = rime_sm90::kStages;
   // The stage and phase of tile j in unsigned arithmetic (the count never goes negative; signed % and / cost sign
   // fix-ups in every tile), except in the D_qk 192 / D_v 128 kernels: there ptxas scheduled the unsigned form 2-3%
   // slower (FP8 MLA prefill on the H200, session 21: signed 0.989x of v20's time, unsigned 1.020x, same run).
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   constexpr bool kIssuerWarp = kFp8 && (kFeatures & RIME_F_PAGED) != 0;
   constexpr int kTransposeThreads = kIssuerWarp ? 96 : 128;
   u64* v_empty = bars + 5 * kStages;  // [kStages] (kIssuerWarp) the transposing threads done reading raw V
-  static_assert(6 * kStages <= 16, "the barriers reserved in rime_ws::smem");
+  static_assert(6 * kStages <= 16, "the barriers reserved in rime_sm90::smem");
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
@@ -525,7 +525,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   if constexpr (kMmaSums) {
     // The rows of ones after each V^T sub-tile's kDv rows, in every stage: written once (the transposes write
     // rows below kDv only). 1.0 in V's type; every byte of a row is the same, so the swizzle does not matter.
-    constexpr int kVtRow = rime_ws::row_bytes(kN), kSubTiles = kN / kVtRow, kWordsPerSub = kSumRows * kVtRow / 4;
+    constexpr int kVtRow = rime_sm90::row_bytes(kN), kSubTiles = kN / kVtRow, kWordsPerSub = kSumRows * kVtRow / 4;
     constexpr u32 kOnes = kIn == RIME_T_E5M2 ? 0x3C3C3C3Cu : 0x38383838u;
     for (int i = tid; i < kStages * kSubTiles * kWordsPerSub; i += blockDim.x) {
       const int stage = i / (kSubTiles * kWordsPerSub), sub = i / kWordsPerSub % kSubTiles, w = i % kWordsPerSub;
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
 
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(rime_ws::producer_regs(kC, kFp8)) : "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(rime_sm90::producer_regs(kC, kFp8)) : "memory");
     const int ptid = tid;
     const bool issuer = ptid == 0;
     if (issuer) {
@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
       constexpr bool kPagedKv = (kFeatures & RIME_F_PAGED) != 0;
       constexpr int kMaxBoxes = kPagedKv ? kN / 16 : 1;
       static_assert(kMaxBoxes <= 32, "a lane of the issuing warp holds one box's page id");
-      const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_ws::log2_floor(kN)) : 0;
+      const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_sm90::log2_floor(kN)) : 0;
       const int* page_row = kPagedKv ? p.page_table + i64(b) * p.page_table_stride : nullptr;
       // Paged: the whole first warp issues; lane q loads box q's page id (all of a tile's ids in flight at once,
       // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
@@ -680,7 +680,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
   }
 
   // ---- consumers --------------------------------------------------------------------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(rime_ws::consumer_regs(kC, kFp8)) : "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(rime_sm90::consumer_regs(kC, kFp8)) : "memory");
   const int cw = wg - 1;                      // consumer 0 .. kC - 1
   const int ctid = tid - 128 * wg;            // thread within the consumer warpgroup
   const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
@@ -749,7 +749,7 @@ __global__ void __launch_bounds__(rime_ws::threads(kC), rime_ws::ctas_per_sm(kC)
     const u64 q_desc = desc_k_major<kRow>(sQw);
     const u64 k_desc = desc_k_major<kRow>(sK);
     // FP8 V^T: sub-tiles of kVtRow-byte rows along the keys (256-key tiles: two of 128 bytes).
-    constexpr int kVtRow = rime_ws::row_bytes(kN);
+    constexpr int kVtRow = rime_sm90::row_bytes(kN);
     const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major_sw128(sV, kN * 128);
     auto issue_qk = [&](int j) {
       const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));

@@ -1,10 +1,10 @@
-// The launch shape of the sdpa_sm90_ws kernels (rows sdpa_fp8_sm90 and sdpa_f16_sm90), read by kernel.cuh and by
+// The launch shape of the sdpa_sm90 kernels (rows sdpa_sm90_fp8 and sdpa_sm90_f16), read by kernel.cuh and by
 // engine.cpp alike, so the two cannot drift. No includes beyond host_device.h: NVRTC compiles it.
 #pragma once
 
 #include "common/host_device.h"
 
-namespace rime_ws {
+namespace rime_sm90 {
 
 // A CTA is one producer warpgroup (warpgroup 0: TMA loads of K and V; for FP8 also the transpose of V) and one,
 // two or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
@@ -119,4 +119,4 @@ RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_co
 // The H100/H200 opt-in shared memory per block, which the kernel's compile-time layout is sized against.
 constexpr int kSmemLimit = 227 * 1024;
 
-}  // namespace rime_ws
+}  // namespace rime_sm90

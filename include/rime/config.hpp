@@ -25,6 +25,9 @@ struct SplitCandidate {
 struct Decision {
   std::string row_id;
   TileShape tile;
+  // Consumer warpgroups of the attention kernel (the Hopper engine's 1, 2 or 3, each 64 of the tile's rows); 0 for
+  // an engine without them. The row lists it with the tile (RowTile).
+  int consumer_warpgroups = 0;
   int split_kv = 1;
   std::string tile_reason;
   std::string split_reason;
@@ -34,10 +37,10 @@ struct Decision {
 // One kernel specialization (SPEC section 9): an engine header and the template instance it provides, for one
 // exact arch. NVRTC compiles the generated unit that includes `header` and instantiates `name_expression`.
 struct KernelSpec {
-  std::string engine;           // "sdpa_fp8_sm89", "combine": names cache entries and log lines
+  std::string engine;           // "sdpa_mma_fp8", "combine": names cache entries and log lines
   std::string header;           // "sdpa_mma/kernel.cuh", relative to engines/
   std::string name_expression;  // "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 64, 6>"
-  std::string params_type;      // the kernel's single by-value parameter: "SdpaParams", "__grid_constant__ SdpaWsParams"
+  std::string params_type;      // the kernel's single by-value parameter: "SdpaParams", "__grid_constant__ SdpaSm90Params"
   std::string arch;             // "sm_90a": exact, never a family
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b) {

@@ -18,7 +18,8 @@ namespace rime {
 
 struct MaskFacts {
   bool causal = false;
-  bool bottom_right = false;           // diagonal shifted by S_kv - S_q
+  // The diagonal shifted by S_kv - S_q; with per-sequence lengths by seq_len_kv[b] - seq_len_q[b] in each sequence.
+  bool bottom_right = false;
   std::optional<int64_t> window_left;  // sliding window
   std::optional<int64_t> band_right;   // diagonal band right bound (causal is band_right 0)
   bool padding = false;                // per-batch seq lens

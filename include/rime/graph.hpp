@@ -46,8 +46,10 @@ std::string_view to_string(Role role) noexcept;  // the JSON spelling: "Q", "des
 std::optional<Role> parse_role(std::string_view name) noexcept;
 bool is_output_role(Role role) noexcept;
 
-// Which diagonal the causal / band / window bounds are measured from. Bottom-right shifts the diagonal by
-// S_kv - S_q so that the last query row sees the last key (the decode convention).
+// Which diagonal the causal / band / window bounds are measured from. Bottom-right shifts the diagonal so that
+// the last query row sees the last key (the decode convention): by S_kv - S_q, and with per-sequence lengths
+// (padding, ragged, paged) by each sequence's own seq_len_kv[b] - seq_len_q[b], as cuDNN and FlashAttention's
+// varlen do (SPEC section 2).
 enum class DiagonalAlignment : int { TopLeft, BottomRight };
 
 struct TileShape {

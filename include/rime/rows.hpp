@@ -13,11 +13,21 @@
 
 namespace rime {
 
+// One tile a row serves: packed rows x keys of one main-loop step, the consumer warpgroups that run it (0 for an
+// engine that has none: the tile's rows say its warps), and the head dims it is for (empty: every head dim the
+// row lists). The matcher refuses a pinned tile that the row does not list for the graph's head dims; the engine
+// picks among the listed ones.
+struct RowTile {
+  TileShape tile;
+  int consumer_warpgroups = 0;
+  std::vector<std::pair<int64_t, int64_t>> head_dims;
+  bool serves(int64_t d_qk, int64_t d_v) const;
+};
+
 struct CapabilityRow {
   std::string id;
   std::string engine;
   std::string kind;  // "attention" (serves graphs) or "combine" (the split-KV second pass)
-  bool built = false;
   int preference = 0;  // lower is preferred among accepted rows
   std::string description;
   int sm_lo = 0, sm_hi = 0;
@@ -36,7 +46,9 @@ struct CapabilityRow {
   bool split_kv_supported = false;
   std::vector<std::pair<int64_t, int64_t>> split_head_dims;
   std::vector<int> split_counts;
-  std::vector<TileShape> tiles;
+  std::vector<RowTile> tiles;
+  // The tiles listed for these head dims, in row order.
+  std::vector<RowTile> tiles_for(int64_t d_qk, int64_t d_v) const;
   // Fewest packed rows (S_q x group) the row serves: an engine whose smallest row tile is large declines graphs
   // that would leave it mostly empty (decode), so that a row with small tiles runs them.
   int64_t min_packed_rows = 0;
@@ -52,7 +64,7 @@ struct RowVerdict {
   std::string row_id;
   bool accepted = false;
   std::string field;   // the first field that failed
-  std::string reason;  // "row sdpa_fp8_sm89: D_qk 96 not in {64, 128, 256}"
+  std::string reason;  // "row sdpa_mma_fp8: D_qk 96 not in {64, 128, 256}"
 };
 
 // Matches every attention row against the facts. Accepted rows come first, by preference, then the declines in

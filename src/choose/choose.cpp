@@ -29,7 +29,8 @@ Result<Config> choose_for_row(const Facts& f, const CapabilityRow& row) {
   if (!tile.ok()) return tile.status();
   Decision d;
   d.row_id = row.id;
-  d.tile = tile->tile;
+  d.tile = tile->tile.tile;
+  d.consumer_warpgroups = tile->tile.consumer_warpgroups;
   d.tile_reason = tile->reason;
 
   const std::string no_split = split_unavailable(f, row);
@@ -40,7 +41,7 @@ Result<Config> choose_for_row(const Facts& f, const CapabilityRow& row) {
     d.split_reason = "no split: " + no_split;
   } else {
     // Candidates are the row's split counts whose plan stays inside the engine's launch limits.
-    const engines::TileGeometry g = engine->geometry(f, d.tile);
+    const engines::TileGeometry g = engine->geometry(f, tile->tile);
     heuristics::SplitProblem sp;
     sp.ctas_per_split = g.q_tiles * f.B * f.H_kv;
     sp.kv_tiles = g.kv_tiles;

@@ -43,13 +43,20 @@ Result<Derived> derive(const Facts& f, const Decision& d) {
   auto fail = [&](const std::string& what) {
     return Status(StatusCode::NotSupported, fmt::format("row {}: {}", row->id, what));
   };
-  auto tile_str = [](TileShape t) { return fmt::format("{}x{}", t.q, t.kv); };
+  auto tile_str = [](TileShape t, int consumers) {
+    return consumers ? fmt::format("{}x{} on {} consumer warpgroups", t.q, t.kv, consumers)
+                     : fmt::format("{}x{}", t.q, t.kv);
+  };
   if (f.pinned_tile && d.tile != *f.pinned_tile)
-    return fail(fmt::format("tile {} differs from the pinned tile {}", tile_str(d.tile), tile_str(*f.pinned_tile)));
-  if (std::find(row->tiles.begin(), row->tiles.end(), d.tile) == row->tiles.end()) {
+    return fail(fmt::format("tile {} differs from the pinned tile {}", tile_str(d.tile, 0), tile_str(*f.pinned_tile, 0)));
+  const std::vector<RowTile> listed = row->tiles_for(f.D_qk, f.D_v);
+  if (std::none_of(listed.begin(), listed.end(), [&](const RowTile& t) {
+        return t.tile == d.tile && t.consumer_warpgroups == d.consumer_warpgroups;
+      })) {
     std::vector<std::string> tiles;
-    for (const TileShape& t : row->tiles) tiles.push_back(tile_str(t));
-    return fail(fmt::format("tile {} not in {{{}}}", tile_str(d.tile), fmt::join(tiles, ", ")));
+    for (const RowTile& t : listed) tiles.push_back(tile_str(t.tile, t.consumer_warpgroups));
+    return fail(fmt::format("tile {} not in {{{}}} for head dims ({}, {})", tile_str(d.tile, d.consumer_warpgroups),
+                            fmt::join(tiles, ", "), f.D_qk, f.D_v));
   }
   if (f.pinned_split && d.split_kv != *f.pinned_split)
     return fail(fmt::format("split_kv {} differs from the pinned split_kv {}", d.split_kv, *f.pinned_split));

@@ -42,7 +42,6 @@ struct Decline {
 };
 
 std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
-  if (!row.built) return Decline{"built", fmt::format("engine {} is not built yet", row.engine)};
   const int arch = f.device.arch;
   if (arch < row.sm_lo || arch > row.sm_hi)
     return Decline{"arch", fmt::format("arch {} not in [sm_{}, sm_{}]", f.device.arch_name(), row.sm_lo, row.sm_hi)};
@@ -113,8 +112,13 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   if (f.pinned_split && !contains(row.split_counts, *f.pinned_split))
     return Decline{"split_kv", fmt::format("split_kv {} not in {}", *f.pinned_split,
                                            set_of(row.split_counts, [](int s) { return std::to_string(s); }))};
-  if (f.pinned_tile && !row.tiles.empty() && !contains(row.tiles, *f.pinned_tile))
-    return Decline{"tiles", fmt::format("tile {} not in {}", tile_str(*f.pinned_tile), set_of(row.tiles, tile_str))};
+  if (f.pinned_tile && !row.tiles.empty()) {  // the combine row has no tiles of its own
+    const std::vector<RowTile> listed = row.tiles_for(f.D_qk, f.D_v);
+    if (std::none_of(listed.begin(), listed.end(), [&](const RowTile& t) { return t.tile == *f.pinned_tile; }))
+      return Decline{"tiles", fmt::format("tile {} not in {} for head dims {}", tile_str(*f.pinned_tile),
+                                          set_of(listed, [](const RowTile& t) { return tile_str(t.tile); }),
+                                          pair_str(dims))};
+  }
   return std::nullopt;
 }
 

@@ -37,7 +37,6 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.kind = j.at("kind").get<std::string>();
     if (r.kind != "attention" && r.kind != "combine")
       return Status(StatusCode::Internal, fmt::format("row {}: kind '{}'", r.id, r.kind));
-    r.built = j.at("built").get<bool>();
     r.preference = j.at("preference").get<int>();
     r.description = j.at("description").get<std::string>();
     r.sm_lo = j.at("arch").at("lo").get<int>();
@@ -81,13 +80,36 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));
     r.split_counts = split.at("counts").get<std::vector<int>>();
-    for (const auto& t : j.at("tiles")) r.tiles.push_back({t.at("q").get<int>(), t.at("kv").get<int>()});
+    for (const auto& t : j.at("tiles")) {
+      RowTile rt;
+      rt.tile = {t.at("q").get<int>(), t.at("kv").get<int>()};
+      rt.consumer_warpgroups = t.value("consumer_warpgroups", 0);
+      if (t.contains("head_dims")) rt.head_dims = pairs(t.at("head_dims"));
+      for (const auto& d : rt.head_dims)
+        if (std::find(r.head_dims.begin(), r.head_dims.end(), d) == r.head_dims.end())
+          return Status(StatusCode::Internal, fmt::format("row {}: tile {}x{} lists head dims ({}, {}), which the row "
+                                                          "does not",
+                                                          r.id, rt.tile.q, rt.tile.kv, d.first, d.second));
+      r.tiles.push_back(std::move(rt));
+    }
     r.min_packed_rows = j.value("min_packed_rows", int64_t{0});
     r.notes = j.at("notes").get<std::string>();
     return r;
   } catch (const std::exception& e) {
     return Status(StatusCode::Internal, fmt::format("capability row does not parse: {}", e.what()));
   }
+}
+
+bool RowTile::serves(int64_t d_qk, int64_t d_v) const {
+  return head_dims.empty() ||
+         std::find(head_dims.begin(), head_dims.end(), std::pair<int64_t, int64_t>{d_qk, d_v}) != head_dims.end();
+}
+
+std::vector<RowTile> CapabilityRow::tiles_for(int64_t d_qk, int64_t d_v) const {
+  std::vector<RowTile> out;
+  for (const RowTile& t : tiles)
+    if (t.serves(d_qk, d_v)) out.push_back(t);
+  return out;
 }
 
 const std::vector<CapabilityRow>& capability_rows() {

@@ -32,6 +32,7 @@ nlohmann::json facts_to_json(const Facts& f) {
 nlohmann::json decision_to_json(const Decision& d) {
   nlohmann::json j{{"row", d.row_id},
                    {"tile", {{"q", d.tile.q}, {"kv", d.tile.kv}}},
+                   {"consumer_warpgroups", d.consumer_warpgroups},
                    {"split_kv", d.split_kv},
                    {"tile_reason", d.tile_reason},
                    {"split_reason", d.split_reason}};
@@ -74,6 +75,7 @@ Result<Decision> decision_from_json(const nlohmann::json& j, const std::string& 
   RIME_RETURN_IF_ERROR(jc::get_object(j, "tile", tile, ptr));
   RIME_RETURN_IF_ERROR(jc::get_int32(*tile, "q", d.tile.q, ptr + "/tile"));
   RIME_RETURN_IF_ERROR(jc::get_int32(*tile, "kv", d.tile.kv, ptr + "/tile"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(j, "consumer_warpgroups", d.consumer_warpgroups, ptr));
   RIME_RETURN_IF_ERROR(jc::get_int32(j, "split_kv", d.split_kv, ptr));
   RIME_RETURN_IF_ERROR(jc::get_string(j, "tile_reason", d.tile_reason, ptr));
   RIME_RETURN_IF_ERROR(jc::get_string(j, "split_reason", d.split_reason, ptr));

@@ -23,7 +23,7 @@ namespace rime {
 
 namespace {
 // Version 2: the artifact records the decision and re-derives the rest (version 1 trusted its recorded sizes).
-constexpr int kPlanFormatVersion = 2;
+constexpr int kPlanFormatVersion = 3;
 }  // namespace
 
 struct Plan::State {

@@ -6,24 +6,34 @@
 #include <random>
 #include <string>
 
+#include <optional>
+
 #include "block_scaled_graph.hpp"
 #include "rime/graph.hpp"
-#include "sdpa_sm90/layout.h"
+#include "rime/rows.hpp"
 
 namespace rime::test {
+
+// The tile the Hopper engine's row (sdpa_sm90_fp8 or sdpa_sm90_f16) lists for these head dims on n consumer
+// warpgroups, or none: what a test pins comes from the rows the matcher and the engine read, never from a copy.
+inline std::optional<TileShape> sm90_tile(bool fp8, int64_t d_qk, int64_t d_v, int n) {
+  for (const CapabilityRow& row : capability_rows())
+    if (row.id == (fp8 ? "sdpa_sm90_fp8" : "sdpa_sm90_f16"))
+      for (const RowTile& t : row.tiles_for(d_qk, d_v))
+        if (t.consumer_warpgroups == n) return t.tile;
+  return std::nullopt;
+}
 
 struct GraphDraw {
   Graph graph;
   std::string description;
 };
 
-// kWgmmaShapes draws only what the pre-pass wgmma engine (sdpa_fp8_sm90_prepass) serves: E4M3 inputs, D 128, at
-// least 64 packed rows, no pinned tile; longer sequences than the general draw, for multi-tile pipelines.
-// kSm90Ws draws what the warp-specialized engine (sdpa_sm90_ws) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
+// kSm90Ws draws what the warp-specialized engine (sdpa_sm90) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
 // 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the FP8 draws: decodes of 1-8 query
 // tokens), no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000 (tails in rows and keys, several
 // tiles, fully masked row tiles).
-enum class Draw { kAll, kWgmmaShapes, kSm90Ws };
+enum class Draw { kAll, kSm90Ws };
 
 inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   std::mt19937_64 rng(seed);
@@ -31,11 +41,10 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
     return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
   };
   auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
-  const bool wgmma = draw == Draw::kWgmmaShapes;
   const bool ws = draw == Draw::kSm90Ws;
-  const bool prefill_only = wgmma || ws;  // engines whose rows need >= 64 packed rows
-  const bool fp8 = wgmma || coin(0.6);
-  const DataType in = fp8 ? (wgmma || coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
+  const bool prefill_only = ws;  // an engine whose 16-bit row needs >= 64 packed rows
+  const bool fp8 = coin(0.6);
+  const DataType in = fp8 ? (coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
                           : (coin(0.5) ? DataType::BF16 : DataType::FP16);
   DataType out;
   if (fp8) {
@@ -44,8 +53,8 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   } else {
     out = coin(0.5) ? DataType::BF16 : DataType::FP16;
   }
-  // D is D_qk; D_v equals it except for the MLA-style D_qk 192 / D_v 128, which only sdpa_sm90_ws serves.
-  const int64_t D = wgmma ? 128 : ws ? pick({64, 128, 128, 192, 256}) : pick({64, 128, 128, 256});
+  // D is D_qk; D_v equals it except for the MLA-style D_qk 192 / D_v 128, which only sdpa_sm90 serves.
+  const int64_t D = ws ? pick({64, 128, 128, 192, 256}) : pick({64, 128, 128, 256});
   const int64_t D_v = D == 192 ? 128 : D;
   const int64_t group = pick({1, 1, 2, 4, 8});
   const int64_t H_kv = pick({1, 2, 3});
@@ -100,21 +109,20 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const bool sink = coin(0.3);
   const bool stats = coin(0.5);
   a.stats_log2 = stats && coin(0.3);
-  // A negative scale too: the largest raw score is then the smallest scaled one (sdpa_sm90_ws takes the row max
+  // A negative scale too: the largest raw score is then the smallest scaled one (sdpa_sm90 takes the row max
   // on raw scores only when the scale is positive).
   if (coin(0.2)) a.attn_scale = coin(0.5) ? 0.05f : -0.08f;
   const int split = static_cast<int>(pick({0, 0, 1, 2, 4, 16}));  // 0: the heuristic; 16: often > KV tiles
   if (split) a.split_kv = split;
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
-  // kSm90Ws: a third of the draws with D_v <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 at
-  // D 64), which its heuristic gives only to large unmasked or causal grids, and a third of the FP8 ones its
-  // one-consumer tile (64 rows, 128 keys), which it gives only to at most 64 packed rows. A generator of its own
-  // keeps the other fields of each seed's draw what they were.
+  // kSm90Ws: a third of the draws pin the engine's three-consumer tile where its row lists one (D_v <= 128), which
+  // its heuristic gives only to large unmasked or causal grids, and a third its one-consumer tile where listed (FP8,
+  // D_v <= 128), which it gives only to at most 64 packed rows. A generator of its own keeps the other fields of
+  // each seed's draw what they were.
   const uint64_t tile_pick = std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 3;
-  if (ws && D_v <= 128 && tile_pick == 1)
-    a.tile = TileShape{192, rime_ws::tile_kv(fp8 ? 1 : 2, static_cast<int>(D), 3)};
-  if (ws && D_v <= 128 && fp8 && tile_pick == 2) a.tile = TileShape{64, 128};
+  if (ws && tile_pick == 1) a.tile = sm90_tile(fp8, D, D_v, 3);
+  if (ws && tile_pick == 2) a.tile = sm90_tile(fp8, D, D_v, 1);
   a.padding_mask = padding;
   a.generate_stats = stats;
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "catch.hpp"
+#include "gpu/tier.hpp"
 #include "test_paths.hpp"
 #include "graph/geometry.hpp"
 #include "block_scaled_graph.hpp"
@@ -25,9 +26,11 @@ using namespace rime;
 
 namespace {
 
-int sweep_size() {
-  const char* n = std::getenv("RIME_GPU_SWEEP");
-  return n ? std::atoi(n) : 240;
+// Every trial of the suite: the plan's coverage recorded (gpu/tier.hpp), then run and checked.
+Result<testing::TrialReport> recorded_trial(const Plan& plan, const testing::TrialInputs& inputs,
+                                            const testing::TrialOptions& options) {
+  test::record_coverage(plan);
+  return testing::run_trial(plan, inputs, options);
 }
 
 // Builds plans on several threads: the compiles dominate and NVRTC runs one compile per thread.
@@ -50,7 +53,7 @@ testing::TrialReport checked_trial(const Plan& plan, uint64_t seed,
                                   int64_t max_reference_rows = testing::TrialOptions{}.max_reference_rows) {
   testing::TrialOptions opt;
   opt.max_reference_rows = max_reference_rows;
-  Result<testing::TrialReport> rep = testing::run_trial(plan, testing::make_inputs(plan.graph(), seed), opt);
+  Result<testing::TrialReport> rep = recorded_trial(plan, testing::make_inputs(plan.graph(), seed), opt);
   REQUIRE(rep.ok());
   std::string failures;
   for (const auto& f : rep->failures) failures += "\n  " + f;
@@ -66,14 +69,14 @@ testing::TrialReport checked_trial(const Plan& plan, uint64_t seed,
 void expect_checked_pass(const Plan& plan, const testing::TrialInputs& inputs) {
   testing::TrialOptions opt;
   opt.check_indices = true;
-  Result<testing::TrialReport> rep = testing::run_trial(plan, inputs, opt);
+  Result<testing::TrialReport> rep = recorded_trial(plan, inputs, opt);
   REQUIRE(rep.ok());
   CHECK(rep->passed);
 }
 void expect_checked_refusal(const Plan& plan, const testing::TrialInputs& inputs, const std::string& text) {
   testing::TrialOptions opt;
   opt.check_indices = true;
-  Result<testing::TrialReport> rep = testing::run_trial(plan, inputs, opt);
+  Result<testing::TrialReport> rep = recorded_trial(plan, inputs, opt);
   REQUIRE_FALSE(rep.ok());
   CHECK(rep.status().code() == StatusCode::InvalidArgument);
   INFO(rep.status().message());
@@ -138,7 +141,7 @@ std::vector<test::MxInputsCase> mx_inputs_cases() {
 }  // namespace
 
 TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
-  const int n = sweep_size();
+  const int n = test::tier_draws("RIME_GPU_SWEEP", 240, 24);
   std::vector<test::GraphDraw> draws;
   std::vector<Graph> graphs;
   for (int i = 0; i < n; ++i) {
@@ -174,13 +177,12 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
              splits["split"], splits["unsplit"]);
 }
 
-// The warp-specialized engine (sdpa_sm90_ws, rows sdpa_fp8_sm90 and sdpa_f16_sm90) on its own draws: FP8 and
+// The warp-specialized engine (sdpa_sm90, rows sdpa_sm90_fp8 and sdpa_sm90_f16) on its own draws: FP8 and
 // 16-bit inputs, D 64/128/256, every mask, padding, GQA, sink, Stats, Amax, every O dtype, split or not, tails in
 // rows and keys. On sm_90a every draw must run on it.
-TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") {
-  // RIME_GPU_WS_DRAWS overrides the count (the compute-sanitizer runs take a few).
-  const char* ws_draws = std::getenv("RIME_GPU_WS_DRAWS");
-  const int n = ws_draws ? std::max(1, std::atoi(ws_draws)) : std::max(16, sweep_size() / 2);
+TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][sm90]") {
+  // RIME_GPU_SM90_DRAWS overrides the count (the compute-sanitizer runs take a few).
+  const int n = test::tier_draws("RIME_GPU_SM90_DRAWS", 120, 24);
   std::vector<test::GraphDraw> draws;
   std::vector<Graph> graphs;
   for (int i = 0; i < n; ++i) {
@@ -196,7 +198,7 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") 
     REQUIRE(plans[i].ok());
     const Plan& plan = plans[i].value();
     REQUIRE(plan.prepared());
-    on_ws += plan.config().derived.engine == "sdpa_sm90_ws";
+    on_ws += plan.config().derived.engine == "sdpa_sm90";
     const bool ok = checked_trial(plan, 11000 + i, 2048).passed;
     passed += ok;
     const bool decode = plan.facts().S_q * plan.facts().group < 64;  // the FP8 decodes of 1-8 tokens
@@ -210,7 +212,7 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") 
   }
   std::string kinds;
   for (const auto& [k, v] : by_kind) kinds += fmt::format(" {}: {} passed;", k, v);
-  fmt::print("ws draws: {} configurations, {} passed, {} ran on sdpa_sm90_ws; decodes (fewer than 64 packed rows): {} "
+  fmt::print("ws draws: {} configurations, {} passed, {} ran on sdpa_sm90; decodes (fewer than 64 packed rows): {} "
              "drawn, {} passed;{}\n",
              n, passed, on_ws, decodes, decodes_passed, kinds);
   if (plans.front()->facts().device.arch_name() == "sm_90a") CHECK(on_ws == n);
@@ -222,7 +224,7 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][ws]") 
 // nothing, the whole first 128-row tile included; padding over 3 batches, whose drawn lengths include 0 and S), and
 // D_qk 192 with D_v 128.
 // Rows with no key: O = 0 and Stats = -inf (SPEC section 2), checked against the reference like every other row.
-TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][ws_edge]") {
+TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
   struct EdgeCase {
     const char* what;
     int64_t B, H_q, H_kv, S_q, S_kv, D;
@@ -277,36 +279,11 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][ws_edge]") {
       INFO(plan.status().to_string());
       REQUIRE(plan.ok());
       REQUIRE(plan->prepared());
-      if (plan->facts().device.arch_name() == "sm_90a") CHECK(plan->config().derived.engine == "sdpa_sm90_ws");
+      if (plan->facts().device.arch_name() == "sm_90a") CHECK(plan->config().derived.engine == "sdpa_sm90");
       passed += checked_trial(plan.value(), 13000 + ran, 4099).passed;
       ++ran;
     }
   fmt::print("ws edge shapes: {} run, {} passed\n", ran, passed);
-}
-
-// The pre-pass wgmma engine (sdpa_fp8_sm90_prepass) on its own draws, planned for an H200 with 100 KB of shared
-// memory per block so that the warp-specialized engine declines and this one runs (it is the fallback).
-TEST_CASE("the pre-pass wgmma engine against the CPU reference", "[gpu][wgmma]") {
-  const int n = std::max(8, sweep_size() / 6);
-  std::vector<test::GraphDraw> draws;
-  int passed = 0, on_wgmma = 0;
-  Result<DeviceDesc> gpu = driver::query_device();
-  REQUIRE(gpu.ok());
-  PlanOptions options;
-  options.device = gpu.value();
-  options.device->smem_per_block = 100 * 1024;
-  for (int i = 0; i < n; ++i) {
-    draws.push_back(test::random_graph(50000 + i, test::Draw::kWgmmaShapes));
-    INFO(draws[i].description);
-    Result<Plan> plan = Plan::build(draws[i].graph, options);
-    INFO(plan.status().to_string());
-    REQUIRE(plan.ok());
-    REQUIRE(plan->prepared());
-    on_wgmma += plan->config().derived.engine == "sdpa_fp8_sm90_prepass";
-    passed += checked_trial(plan.value(), 9000 + i, 2048).passed;
-  }
-  fmt::print("wgmma draws: {} configurations, {} passed, {} ran on sdpa_fp8_sm90_prepass\n", n, passed, on_wgmma);
-  if (gpu->arch_name() == "sm_90a") CHECK(on_wgmma == n);
 }
 
 TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming it, and nothing is read",
@@ -393,12 +370,6 @@ TEST_CASE("checked indices: bad ragged offsets are an InvalidArgument naming the
     reference::store_element(DataType::INT32, at(bad, cu_q), 0, -1);
     expect_checked_refusal(plan.value(), bad, "sequence 0: cu_seqlens_q[0] = -1");
   }
-}
-
-// The draw count of a random GPU test: the environment variable `name` when set (at least 1), else `fallback`.
-static int draws_from_env(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::max(1, std::atoi(v)) : fallback;
 }
 
 // One of a list of values, uniformly, from a draw's own generator.
@@ -498,8 +469,8 @@ static PagedDenseRun run_paged_and_dense(const Graph& paged, const Graph& dense,
   int64_t gathered = 0;
   const testing::TrialInputs din = test::gather_paged_inputs(paged, dense, pin, gathered);
   REQUIRE(gathered >= 0);  // every page id a sequence uses lies in the pool
-  Result<testing::TrialReport> pr = testing::run_trial(pp, pin, {});
-  Result<testing::TrialReport> dr = testing::run_trial(dp, din, {});
+  Result<testing::TrialReport> pr = recorded_trial(pp, pin, {});
+  Result<testing::TrialReport> dr = recorded_trial(dp, din, {});
   REQUIRE(pr.ok());
   REQUIRE(dr.ok());
   std::string failures;
@@ -551,7 +522,7 @@ static std::string engines_line(const std::map<std::string, int>& engines) {
 // against the CPU reference, and against the dense plan of the same graph on K/V gathered through the page table
 // with the same pinned split: when both run on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
-  const int n = draws_from_env("RIME_GPU_PAGED_DRAWS", 40);
+  const int n = test::tier_draws("RIME_GPU_PAGED_DRAWS", 40, 8);
   PagedTally tally;
   for (int i = 0; i < n; ++i) {
     Picker pick(31000 + i);
@@ -578,8 +549,8 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 // packed rows, D 64 / 128 / 256, FP8 E4M3 / E5M2 and BF16 / FP16), page sizes 16 to 256 (a page
 // smaller, equal to and larger than the KV tile), both pool layouts, shuffled pages, masks, split. Against the
 // reference and byte-identical to the dense plan on the same engine.
-TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
-  const int n = draws_from_env("RIME_GPU_WS_PAGED_DRAWS", 32);
+TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
+  const int n = test::tier_draws("RIME_GPU_SM90_PAGED_DRAWS", 32, 8);
   PagedTally tally;
   for (int i = 0; i < n; ++i) {
     Picker pick(33000 + i);
@@ -597,15 +568,15 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
     d.token_major_pages = pick({0, 1}) == 1;
     d.mask = static_cast<int>(pick({0, 1, 2}));
     d.split = static_cast<int>(pick({1, 1, 2, 8}));
-    // A third of the draws of D <= 128 pin the engine's three-consumer tile (192 rows; 64 keys, 128 for FP8 D 64),
-    // which its heuristic gives only to large unmasked grids, and a third of the FP8 ones its one-consumer tile
-    // (64 rows, 128 keys), which it gives only to at most 64 packed rows. A generator of its own keeps the draws
-    // above.
+    // A third of the draws pin the engine's three-consumer tile where its row lists one (D <= 128), which its
+    // heuristic gives only to large unmasked grids, and a third its one-consumer tile where listed (FP8, D <= 128),
+    // which it gives only to at most 64 packed rows: both from the row (test::sm90_tile). A generator of its own
+    // keeps the draws above.
     const bool fp8 = d.in == DataType::FP8_E4M3 || d.in == DataType::FP8_E5M2;
     const int64_t tile_pick = Picker(33500 + i)({0, 1, 2});
-    if (d.D <= 128 && tile_pick == 1) d.tile = TileShape{192, fp8 && d.D == 64 ? 128 : 64};
-    if (d.D <= 128 && fp8 && tile_pick == 2) d.tile = TileShape{64, 128};
-    run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90_ws");
+    if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D, 3);
+    if (tile_pick == 2) d.tile = test::sm90_tile(fp8, d.D, d.D, 1);
+    run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90");
   }
   fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
              "the dense plan's engine, {} of them byte-identical to it\n",
@@ -613,13 +584,13 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][ws_paged]") {
   CHECK(tally.run == n);  // every draw is one the engine serves
 }
 
-// The balanced one-consumer decode (sdpa_sm90_ws with RIME_F_BALANCED) lists a CTA's pieces in shared memory,
+// The balanced one-consumer decode (sdpa_sm90 with RIME_F_BALANCED) lists a CTA's pieces in shared memory,
 // kMaxPieces at a time (kernel.cuh), from for_each_balanced_item's walk. Where both loop: 240 sequences, three
 // quarters of them empty and the rest one key tile, and one of 1024 keys, so that with split 2 every CTA's range of
 // W = 8 tiles of its head holds ~28 batches (pieces and empty pairs): several rounds of the list per CTA; and 300
 // kv heads, more than the grid's CTAs (264 on the H200), so that a CTA serves several (slice, head) pairs. Against
 // the CPU reference, and byte-identical to the dense plan.
-TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its list holds", "[gpu][ws_paged]") {
+TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its list holds", "[gpu][sm90_paged]") {
   struct Shape {
     int B, H_kv, max_pages;
   };
@@ -634,7 +605,7 @@ TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its li
     Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
     REQUIRE(pp.ok());
     REQUIRE(dp.ok());
-    REQUIRE(pp->config().derived.engine == "sdpa_sm90_ws");
+    REQUIRE(pp->config().derived.engine == "sdpa_sm90");
     REQUIRE(pp->config().derived.stages[0].persistent);  // balanced
     testing::TrialInputs pin = testing::make_inputs(paged, 61000);
     const int64_t lens_uid = paged.operand(Role::SeqLenKv)->uid;
@@ -656,7 +627,7 @@ TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its li
 // tests/ragged_twin.hpp) with the same pinned split: on one engine, O and Stats must be the same bytes at every
 // sequence's rows.
 TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu][ragged]") {
-  const int n = draws_from_env("RIME_GPU_RAGGED_DRAWS", 48);
+  const int n = test::tier_draws("RIME_GPU_RAGGED_DRAWS", 48, 10);
   // Drawn first, then every plan built on all threads (the compiles dominate), then run.
   std::vector<Graph> graphs;  // draw i's ragged graph at 2 i, its padded twin at 2 i + 1
   std::vector<std::string> whats;
@@ -762,8 +733,8 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     const testing::TrialInputs rin = testing::make_inputs(g, 53000 + i);
     const testing::TrialInputs tin = test::padded_inputs(g, rf, rin, twin);
     testing::TrialOptions opt;
-    Result<testing::TrialReport> rr = testing::run_trial(rp.value(), rin, opt);
-    Result<testing::TrialReport> tr = testing::run_trial(tp.value(), tin, opt);
+    Result<testing::TrialReport> rr = recorded_trial(rp.value(), rin, opt);
+    Result<testing::TrialReport> tr = recorded_trial(tp.value(), tin, opt);
     REQUIRE(rr.ok());
     REQUIRE(tr.ok());
     std::string failures;
@@ -808,7 +779,7 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
 // prefill, GQA, D 64 / 128, per-sequence lengths, masks, split pinned, a 16-bit O; each against the CPU reference.
 // The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
 TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
-  const int n = draws_from_env("RIME_GPU_Q16_DRAWS", 40);
+  const int n = test::tier_draws("RIME_GPU_Q16_DRAWS", 40, 8);
   std::vector<Graph> graphs;
   std::vector<std::string> whats;
   for (int i = 0; i < n; ++i) {
@@ -880,7 +851,7 @@ TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV ti
       Result<Plan> plan = Plan::build(gs);
       INFO("S_kv " << s_kv << " split " << split << ": " << plan.status().to_string());
       REQUIRE(plan.ok());
-      Result<testing::TrialReport> rep = testing::run_trial(plan.value(), inputs, {});
+      Result<testing::TrialReport> rep = recorded_trial(plan.value(), inputs, {});
       REQUIRE(rep.ok());
       for (const auto& f : rep->failures) INFO(f);
       CHECK(rep->passed);
@@ -990,7 +961,7 @@ TEST_CASE("every example runs and checks", "[gpu][examples]") {
     REQUIRE(g.ok());
     Result<Plan> plan = Plan::build(g.value());
     REQUIRE(plan.ok());
-    Result<testing::TrialReport> rep = testing::run_trial(plan.value(), testing::make_inputs(g.value(), 3), {});
+    Result<testing::TrialReport> rep = recorded_trial(plan.value(), testing::make_inputs(g.value(), 3), {});
     REQUIRE(rep.ok());
     for (const auto& f : rep->failures) INFO(f);
     CHECK(rep->passed);
@@ -998,7 +969,9 @@ TEST_CASE("every example runs and checks", "[gpu][examples]") {
 }
 
 TEST_CASE("block-scaled O (NVFP4, MXFP8) in both sf_o layouts, split or not", "[gpu][block_scale]") {
-  const std::vector<test::BlockScaledCase> cases = block_scaled_cases();
+  // Quick tier: NVFP4 and MXFP8 in both layouts, split and not, causal and not, D 64 and 256, GQA decode.
+  const std::vector<test::BlockScaledCase> cases =
+      test::tier_cases(block_scaled_cases(), {0, 7, 10, 13, 16, 19, 20, 23});
   std::vector<Graph> graphs;
   for (const auto& c : cases) graphs.push_back(test::block_scaled_graph(c));
   std::vector<Result<Plan>> plans = build_plans(graphs);
@@ -1017,7 +990,8 @@ TEST_CASE("block-scaled O (NVFP4, MXFP8) in both sf_o layouts, split or not", "[
 }
 
 TEST_CASE("MXFP8 inputs (sdpa_mxfp8) into every O format, split or not", "[gpu][mx]") {
-  const std::vector<test::MxInputsCase> cases = mx_inputs_cases();
+  // Quick tier: every O format, split and not, causal and not, D 64 and 256, GQA decode.
+  const std::vector<test::MxInputsCase> cases = test::tier_cases(mx_inputs_cases(), {0, 3, 6, 9, 14, 16, 17, 19});
   std::vector<Graph> graphs;
   for (const auto& c : cases) graphs.push_back(test::mx_inputs_graph(c));
   std::vector<Result<Plan>> plans = build_plans(graphs);
@@ -1041,14 +1015,16 @@ TEST_CASE("MXFP8 inputs (sdpa_mxfp8) into every O format, split or not", "[gpu][
 // E4M3 terms for MXFP8 inputs). With one term, 173 of 7.3M elements fell outside the exact reference's
 // tolerance on the H200 and none outside the emulation's: P's rounding, which the second term removes.
 TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_wide]") {
-  std::vector<test::MxInputsCase> cases;
+  std::vector<test::MxInputsCase> all;
   for (int64_t d : {64, 128, 256})
     for (const char* o : {"BF16", "FP8_E4M3"})
       for (bool causal : {false, true}) {
         test::MxInputsCase c;
         c.o_format = o, c.D = d, c.causal = causal, c.B = 2, c.H_q = 8, c.H_kv = 2, c.S_q = 256, c.S_kv = 700;
-        cases.push_back(c);
+        all.push_back(c);
       }
+  // Quick tier: D 64 BF16 causal and D 256 E4M3 causal.
+  const std::vector<test::MxInputsCase> cases = test::tier_cases(all, {1, 11});
   std::vector<Graph> graphs;
   for (const auto& c : cases) graphs.push_back(test::mx_inputs_graph(c));
   std::vector<Result<Plan>> plans = build_plans(graphs);
@@ -1061,7 +1037,7 @@ TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_
     opt.max_reference_rows = 1 << 20;  // every row
     opt.emulate_fp8_p_tile = plans[n]->config().decision.tile.kv;
     opt.emulate_fp8_p_terms = 2;
-    Result<testing::TrialReport> rep = testing::run_trial(plans[n].value(), testing::make_inputs(graphs[n], 1300 + n, 2), opt);
+    Result<testing::TrialReport> rep = recorded_trial(plans[n].value(), testing::make_inputs(graphs[n], 1300 + n, 2), opt);
     REQUIRE(rep.ok());
     outside += rep->elements_outside;
     emulated_outside += rep->emulated_outside;

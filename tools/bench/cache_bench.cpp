@@ -57,7 +57,7 @@ int publish_into_full_cache() {
   std::vector<double> times;
   for (int i = 0; i < 50; ++i) {
     CompiledKernel k;
-    k.spec = KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::sdpa_combine<1, 64, 0, 4>", "CombineParams", "sm_90a"};
+    k.spec = KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::combine_splits<1, 64, 0, 4>", "CombineParams", "sm_90a"};
     k.key = fmt::format("{:016x}{:048x}", 0xABCDEF000000ull + i, 0);
     k.lowered_name = "x";
     k.cubin = cubin;
@@ -94,11 +94,11 @@ int main(int argc, char** argv) {
                       "SdpaParams", "sm_90a"};
   };
   const Case cases[] = {
-      {"fp8 prefill d128 tile 64", attn("sdpa_fp8_sm89", RIME_T_E4M3, RIME_T_E4M3, 128, 64, RIME_F_STATS | RIME_F_AMAX_O)},
-      {"fp8 decode d128 tile 16 split", attn("sdpa_fp8_sm89", RIME_T_E4M3, RIME_T_FP32, 128, 16, RIME_F_STATS | RIME_F_SPLIT | RIME_F_MASK)},
-      {"bf16 prefill d128 tile 128", attn("sdpa_f16_sm80", RIME_T_BF16, RIME_T_BF16, 128, 128, RIME_F_MASK)},
-      {"bf16 d256 tile 64", attn("sdpa_f16_sm80", RIME_T_BF16, RIME_T_BF16, 256, 64, 0)},
-      {"combine bf16 d128", KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::sdpa_combine<1, 128, 2, 4>", "CombineParams", "sm_90a"}},
+      {"fp8 prefill d128 tile 64", attn("sdpa_mma", RIME_T_E4M3, RIME_T_E4M3, 128, 64, RIME_F_STATS | RIME_F_AMAX_O)},
+      {"fp8 decode d128 tile 16 split", attn("sdpa_mma", RIME_T_E4M3, RIME_T_FP32, 128, 16, RIME_F_STATS | RIME_F_SPLIT | RIME_F_MASK)},
+      {"bf16 prefill d128 tile 128", attn("sdpa_mma", RIME_T_BF16, RIME_T_BF16, 128, 128, RIME_F_MASK)},
+      {"bf16 d256 tile 64", attn("sdpa_mma", RIME_T_BF16, RIME_T_BF16, 256, 64, 0)},
+      {"combine bf16 d128", KernelSpec{"combine", "combine/kernel.cuh", "rime_dev::combine_splits<1, 128, 2, 4>", "CombineParams", "sm_90a"}},
   };
   fmt::print("{:<32} {:>14} {:>14} {:>14} {:>10}\n", "specialization", "cold compile", "disk hit", "memory hit", "cubin");
   for (const Case& c : cases) {

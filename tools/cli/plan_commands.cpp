@@ -5,6 +5,7 @@
 
 #include "cli/cli.hpp"
 #include "plan/facts_json.hpp"
+#include "rime/json.hpp"
 #include "rime/config.hpp"
 #include "rime/facts.hpp"
 #include "rime/rows.hpp"
@@ -94,6 +95,9 @@ void print_config(const Config& c) {
   fmt::print("choice:\n");
   fmt::print("  row       {} (engine {})\n", d.row_id, x.engine);
   fmt::print("  tile      {}x{} ({})\n", d.tile.q, d.tile.kv, d.tile_reason);
+  if (d.consumer_warpgroups)
+    fmt::print("  consumers {} consumer warpgroup{} of 64 rows\n", d.consumer_warpgroups,
+               d.consumer_warpgroups > 1 ? "s" : "");
   fmt::print("  grid      {} packed rows per kv head -> {} row tiles; {} KV tiles\n", x.packed_rows, x.q_tiles,
              x.kv_tiles);
   fmt::print("  split_kv  {} ({})\n", d.split_kv, d.split_reason);
@@ -119,7 +123,9 @@ void print_explanation(const Explanation& e) {
 }
 
 nlohmann::json explanation_json(const Explanation& e) {
-  nlohmann::json j{{"graph", e.graph.name()}, {"device_source", e.device_source}};
+  // The graph in its canonical form (docs/graph-json.md), as in a plan artifact and `rime show --json`: a loadable
+  // graph file.
+  nlohmann::json j{{"graph", nlohmann::json::parse(graph_to_json(e.graph, false))}, {"device_source", e.device_source}};
   j["facts"] = facts_to_json(e.facts);
   j["rows"] = nlohmann::json::array();
   for (const RowVerdict& v : e.verdicts)

@@ -22,7 +22,7 @@ step() {  # step NAME SECONDS COMMAND...: one line of result, the log in OUTDIR/
 }
 if [ "$phase" = tests ]; then
   step many_pieces 90 "$tests" "$many" || { echo "stop: the balanced kernel fails or hangs"; exit 1; }
-  step ws_paged 150 "$tests" "[ws_paged]" || exit 1
+  step ws_paged 150 "$tests" "[sm90_paged]" || exit 1
   step paged_ragged 200 "$tests" "[paged],[ragged],[split],[graph],[checked]"
   for tool in memcheck racecheck synccheck; do
     step "many_pieces_$tool" 60 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "$many"

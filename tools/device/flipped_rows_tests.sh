@@ -4,8 +4,8 @@
 # before committing it. The build happens in a throwaway worktree of HEAD; nothing in this checkout changes.
 # Output: .carry/bin/rime_gpu_tests_<name> and .carry/bin/rime_<name>.
 #   tools/device/flipped_rows_tests.sh NAME FIELD[=JSON][,FIELD[=JSON]...] ROW [ROW...]   (a bare FIELD: true)
-#   e.g. tools/device/flipped_rows_tests.sh ws_paged paged_kv sdpa_fp8_sm90 sdpa_f16_sm90
-#        tools/device/flipped_rows_tests.sh ws_q8 paged_kv,min_packed_rows=32 sdpa_fp8_sm90
+#   e.g. tools/device/flipped_rows_tests.sh ws_paged paged_kv sdpa_sm90_fp8 sdpa_sm90_f16
+#        tools/device/flipped_rows_tests.sh ws_q8 paged_kv,min_packed_rows=32 sdpa_sm90_fp8
 set -euo pipefail
 name=${1:?usage: flipped_rows_tests.sh NAME FIELD[=JSON][,...] ROW...}; field=${2:?fields}; shift 2
 [ $# -ge 1 ] || { echo "flipped_rows_tests.sh: name at least one row" >&2; exit 2; }

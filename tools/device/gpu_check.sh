@@ -28,23 +28,23 @@ for step in $steps; do
       done 2>&1 | tee "$out/smoke.log" ;;
     tests) timeout 480 stdbuf -oL "$tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" |
              grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
-    edge) timeout 300 "$tests" "[ws_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
-    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_WS_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
+    edge) timeout 300 "$tests" "[sm90_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
+    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
                 compute-sanitizer --tool memcheck --print-limit 5 "$tests" \
-                "[sweep],[split],[block_scale],[mx],[wgmma],[ws],[ws_edge],[paged],[ragged],[checked]" 2>&1 |
+                "[sweep],[split],[block_scale],[mx],[wgmma],[sm90],[sm90_edge],[paged],[ragged],[checked]" 2>&1 |
                 tee "$out/memcheck.log" | tail -5 ;;
-    # The warp-specialized draws of [ws], and the ragged draws planned on that engine.
+    # The warp-specialized draws of [sm90], and the ragged draws planned on that engine.
     racecheck|synccheck)
-      for filter in "[ws]" "ragged batches against the CPU reference and the padded plan"; do
-        RIME_GPU_WS_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90_ws \
+      for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan"; do
+        RIME_GPU_SM90_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90 \
           timeout 500 compute-sanitizer --tool "$step" --print-limit 5 "$tests" "$filter" 2>&1
       done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;
     # Paged K/V on the warp-specialized engine: every draw, then memcheck, racecheck and synccheck on a few (the
     # producer's per-page TMA path).
     ws_paged)
-      timeout 300 "$tests" "[ws_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
+      timeout 300 "$tests" "[sm90_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
       for tool in memcheck racecheck synccheck; do
-        RIME_GPU_WS_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "[ws_paged]" 2>&1 |
+        RIME_GPU_SM90_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "[sm90_paged]" 2>&1 |
           tee "$out/ws_paged_$tool.log" | grep -E "SUMMARY" | sed "s/^/$tool: /"
       done ;;
     bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;

@@ -6,7 +6,7 @@
 Each tree's engines/ is compiled by nvcc for sm_90a (-cubin, -Xptxas -v), one translation unit of explicit
 instantiations per tree, and disassembled by nvdisasm. Per kernel it prints the instruction count of each tree, how
 many instruction lines differ (addresses and branch-label numbers removed; the whole kernel, however long), and
-ptxas's spill bytes. `--ws ARGS` names an sdpa_sm90_ws specialization by its template arguments (kIn, kOut, kDqk,
+ptxas's spill bytes. `--ws ARGS` names an sdpa_sm90 specialization by its template arguments (kIn, kOut, kDqk,
 kDv, kFeatures, kC; the features are the RIME_F_* bits, e.g. 128 scale_o, 33394 the balanced paged decode);
 `--inst` any other: a header under engines/ and what follows `template __global__ void` (with its parameter list).
 `--dump DIR` also writes each kernel's compared lines to DIR/KERNEL.a and .b, for diff.
@@ -82,12 +82,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tree_a")
     ap.add_argument("tree_b")
-    ap.add_argument("--ws", action="append", default=[], help="sdpa_sm90_ws template arguments, e.g. '2, 2, 128, 128, 128, 2'")
+    ap.add_argument("--ws", action="append", default=[], help="sdpa_sm90 template arguments, e.g. '2, 2, 128, 128, 128, 2'")
     ap.add_argument("--inst", action="append", default=[], help="HEADER:INSTANTIATION (after 'template __global__ void')")
     ap.add_argument("--dump", metavar="DIR", help="also write each kernel's SASS lines (as compared) to DIR/NAME.a / .b")
     a = ap.parse_args()
     headers = [WS_HEADER] if a.ws else []
-    insts = [f"rime_dev::sdpa_ws_fwd<{w}>(const __grid_constant__ SdpaWsParams)" for w in a.ws]
+    insts = [f"rime_dev::sdpa_sm90_fwd<{w}>(const __grid_constant__ SdpaSm90Params)" for w in a.ws]
     for spec in a.inst:
         header, _, inst = spec.partition(":")
         headers.append(header)

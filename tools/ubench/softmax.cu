@@ -107,11 +107,11 @@ __global__ void softmax_kernel(unsigned* out, long long* cycles, float mul) {
       for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(s[n][e]));
     float alpha[2];
     if constexpr (kVariant == 0 || kVariant == 3) {
-      ws::online_softmax_raw(s, m_run, l_run, mul, ws::kLog2PScale, alpha);
+      sm90::online_softmax_raw(s, m_run, l_run, mul, sm90::kLog2PScale, alpha);
     } else if constexpr (kVariant == 1) {
-      softmax_rows_interleaved(s, m_run, l_run, mul, ws::kLog2PScale, alpha);
+      softmax_rows_interleaved(s, m_run, l_run, mul, sm90::kLog2PScale, alpha);
     } else {
-      softmax_row_chained(s, m_run, l_run, mul, ws::kLog2PScale, alpha);
+      softmax_row_chained(s, m_run, l_run, mul, sm90::kLog2PScale, alpha);
     }
     u32 pa[kNT / 4][4];
     if constexpr (kVariant == 3) {  // no pack: P's FP32 values stand in for its fragments
