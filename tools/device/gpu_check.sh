@@ -1,57 +1,93 @@
 #!/usr/bin/env bash
-# Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch):
-# a smoke run of the examples, the GPU tests, compute-sanitizer (memcheck on a subset; racecheck and synccheck on
-# a few warp-specialized draws), the benchmark with its anchors, the block-scaled epilogue's overhead and the split
-# oracle. Every step runs under a time limit, so that a hang costs its limit and not the session.
-# Expects the carried layout of docs/testing.md: .carry/bin (rime, rime_gpu_tests), .carry/lib (libfmt),
-# .carry/cache (pre-warmed), optionally .carry/whl (the cuDNN frontend wheel for the FP8 anchor).
-#   tools/device/gpu_check.sh OUTDIR [smoke|tests|edge|memcheck|racecheck|synccheck|ws_paged|bench|ab|overhead|oracle]...
-# ab: tools/bench/ab.sh over .carry/bin/rime followed by every other .carry/bin/rime_* (kernel versions built
-# here), RIME_AB_ROUNDS rounds (3) on the graphs of RIME_AB_GLOB (the prefill rows).
+# Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch).
+# Every step runs under a time limit of its own, so that a hang costs its limit and not the session.
+#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|oracle]...
+#   build      configure and build here (16 cores: ~1 minute from a bare checkout), into build/
+#   smoke      `rime run` of every example and the D 256 bench graphs
+#   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
+#              kind at least once, then the coverage check; what to run after any kernel change
+#   full       the full tier (<= 6 minutes): each test case its own process under its own limit (no cliff: a hang
+#              or a slow case costs that case), the per-case times in OUTDIR/full_cases.txt, then the coverage
+#              check over the union of the cases
+#   memcheck   compute-sanitizer memcheck on a few draws of every suite; racecheck / synccheck on the
+#              warp-specialized kernel's draws and the ragged draws planned on it
+#   bench ab overhead oracle   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's
+#              cost, the split oracle)
+# Binaries come from build/ (or .carry/bin when a session carried them: tools/device/prepare_carry.sh).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
-steps=${*:-smoke tests memcheck bench overhead oracle}
+steps=${*:-build smoke quick memcheck}
 root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+bin=$root/build
+[ -x "$root/.carry/bin/rime" ] && bin=$root/.carry/bin
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export RIME_SOURCE_DIR=$root RIME_CACHE_DIR=$root/.carry/cache
+export RIME_SOURCE_DIR=$root RIME_CACHE_DIR=${RIME_CACHE_DIR:-$root/.carry/cache}
 if ls "$root"/.carry/whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site "$root"/.carry/whl/*.whl && export PYTHONPATH=/tmp/site
 fi
-tests=$root/.carry/bin/rime_gpu_tests
+tests() { if [ -x "$bin/rime_gpu_tests" ]; then echo "$bin/rime_gpu_tests"; else echo "$bin/tests/rime_gpu_tests"; fi; }
+
+# The test cases' names, one a line (Catch2 v3 lists them as XML; v2 has --list-test-names-only).
+case_names() {
+  "$(tests)" --list-tests --reporter xml 2>/dev/null | sed -n 's:.*<Name>\(.*\)</Name>.*:\1:p' |
+    sed 's/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g'
+  "$(tests)" --list-test-names-only 2>/dev/null | sed '/^$/d'
+}
+
 for step in $steps; do
   case $step in
+    build)
+      t0=$SECONDS
+      (cd "$root" && scripts/setup.sh && export PATH=/usr/local/cuda/bin:$PATH &&
+        cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+        cmake --build build -j "$(nproc)" --target rime_cli rime_gpu_tests) > "$out/build.log" 2>&1
+      echo "build: exit $? in $((SECONDS - t0)) s"; tail -3 "$out/build.log" ;;
     smoke)
       for f in "$root"/examples/*.json "$root"/tools/bench/graphs/*_d256.json; do
         printf '%s: ' "$(basename "$f")"
-        timeout 90 "$root/.carry/bin/rime" run "$f" 2>&1 | grep -E "^check|^plan|failed|error|Error" | tr '\n' ' '
+        timeout 90 "$bin/rime" run "$f" 2>&1 | grep -E "^check|^plan|failed|error|Error" | tr '\n' ' '
         echo " [exit ${PIPESTATUS[0]}]"
       done 2>&1 | tee "$out/smoke.log" ;;
-    tests) timeout 480 stdbuf -oL "$tests" --durations yes 2>&1 | tee "$out/gpu_tests.log" |
-             grep -E "sweep:|draws:|block-scaled:|MXFP8 inputs:|mx wide:|All tests|FAILED|failed|passed \(" | tail -30 ;;
-    edge) timeout 300 "$tests" "[sm90_edge]" 2>&1 | tee "$out/edge.log" | tail -4 ;;
-    memcheck) RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
-                compute-sanitizer --tool memcheck --print-limit 5 "$tests" \
-                "[sweep],[split],[block_scale],[mx],[wgmma],[sm90],[sm90_edge],[paged],[ragged],[checked]" 2>&1 |
-                tee "$out/memcheck.log" | tail -5 ;;
+    quick)
+      t0=$SECONDS
+      RIME_GPU_TIER=quick timeout 300 stdbuf -oL "$(tests)" --durations yes > "$out/quick.log" 2>&1
+      echo "quick tier: exit $? in $((SECONDS - t0)) s"
+      grep -E "^[0-9.]+ s: |coverage:|test cases|assertions|FAILED" "$out/quick.log" | tail -40 ;;
+    full)
+      cov=$out/coverage.txt
+      rm -f "$cov" "$out/full.log"
+      t0=$SECONDS
+      case_names > "$out/case_names.txt"
+      while IFS= read -r name; do
+        spec=$(printf '%s' "$name" | sed 's/[],[\\]/\\&/g')  # Catch2 test specs: \ escapes , [ ] and \ itself
+        c0=$SECONDS
+        RIME_GPU_COVERAGE_FILE=$cov timeout "${RIME_CASE_TIMEOUT:-300}" stdbuf -oL "$(tests)" "$spec" \
+          >> "$out/full.log" 2>&1
+        rc=$?
+        printf '%5d s  exit %-3s %s\n' "$((SECONDS - c0))" "$rc" "$name"
+      done < "$out/case_names.txt" | tee "$out/full_cases.txt"
+      echo "full tier: $(wc -l < "$out/full_cases.txt") cases in $((SECONDS - t0)) s; failed: $(grep -vc ' exit 0 ' "$out/full_cases.txt")"
+      grep -E "^(sweep|ws|sm90|warp-specialized|paged|ragged|16-bit|block-scaled|MXFP8|mx wide)[^:]*:" "$out/full.log" | tail -20
+      "$(tests)" --rime-coverage "$cov" | tail -2 ;;
+    memcheck)
+      RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
+        compute-sanitizer --tool memcheck --print-limit 5 "$(tests)" \
+        "[sweep],[split],[block_scale],[mx],[sm90],[sm90_edge],[paged],[ragged],[checked]" 2>&1 |
+        tee "$out/memcheck.log" | tail -5 ;;
     # The warp-specialized draws of [sm90], and the ragged draws planned on that engine.
     racecheck|synccheck)
-      for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan"; do
-        RIME_GPU_SM90_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_RAGGED_DRAWS=16 RIME_GPU_RAGGED_ENGINE=sdpa_sm90 \
-          timeout 500 compute-sanitizer --tool "$step" --print-limit 5 "$tests" "$filter" 2>&1
+      for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan" "[sm90_paged]"; do
+        RIME_GPU_SM90_DRAWS=${RIME_SANITIZER_DRAWS:-4} RIME_GPU_SM90_PAGED_DRAWS=4 RIME_GPU_RAGGED_DRAWS=16 \
+          RIME_GPU_RAGGED_ENGINE=sdpa_sm90 timeout 300 compute-sanitizer --tool "$step" --print-limit 5 "$(tests)" \
+          "$filter" 2>&1
       done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;
-    # Paged K/V on the warp-specialized engine: every draw, then memcheck, racecheck and synccheck on a few (the
-    # producer's per-page TMA path).
-    ws_paged)
-      timeout 300 "$tests" "[sm90_paged]" 2>&1 | tee "$out/ws_paged.log" | grep -E "draws:|passed|failed|FAILED" | tail -4
-      for tool in memcheck racecheck synccheck; do
-        RIME_GPU_SM90_PAGED_DRAWS=4 timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 "$tests" "[sm90_paged]" 2>&1 |
-          tee "$out/ws_paged_$tool.log" | grep -E "SUMMARY" | sed "s/^/$tool: /"
-      done ;;
-    bench) timeout 500 "$root/tools/bench/run.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -40 ;;
-    ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$root/.carry/bin/rime" \
-          $(ls "$root"/.carry/bin/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
-    overhead) timeout 300 "$root/tools/bench/overhead.sh" "$root/.carry/bin/rime" "$out" 2>&1 | tail -6 ;;
-    oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$root/.carry/bin/rime" "$root"/tools/bench/graphs/*decode*.json \
+    bench) timeout 500 "$root/tools/bench/run.sh" "$bin/rime" "$out" 2>&1 | tail -40 ;;
+    ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$bin/rime" \
+          $(ls "$bin"/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
+    overhead) timeout 300 "$root/tools/bench/overhead.sh" "$bin/rime" "$out" 2>&1 | tail -6 ;;
+    oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
+    *) echo "gpu_check.sh: unknown step '$step'"; exit 2 ;;
   esac
 done
