@@ -11,9 +11,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "rime/config.hpp"
-#include "rime/facts.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
 #include "rime/status.hpp"
 
 namespace rime::engines {

@@ -16,7 +16,7 @@ rm -rf build/install build/consumer
 cmake --install build --prefix build/install >/dev/null
 cmake -S examples/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer >/dev/null
-build/consumer/rime_consumer | tail -n 1
+RIME_CACHE_DIR="$PWD/build/consumer-cache" build/consumer/rime_consumer | tail -n 1
 
 if [ "${RIME_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
@@ -27,3 +27,8 @@ fi
 
 echo "== tests"
 ctest --test-dir build --output-on-failure -j "$jobs"
+# On a GPU machine the ctest run above includes the quick tier of the GPU tests (label gpu); the full tier runs
+# each case under its own time limit and prints per-case times.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "== GPU: the quick tier ran above; the full tier: tools/device/gpu_check.sh OUTDIR full (docs/testing.md)"
+fi

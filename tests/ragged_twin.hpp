@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "graph/geometry.hpp"
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "rime/graph.hpp"
 #include "testing/reference/formats.hpp"
 #include "testing/reference/sdpa.hpp"

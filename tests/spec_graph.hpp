@@ -9,7 +9,7 @@
 
 #include "graph_builder.hpp"
 #include "rime/graph.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime::test {
 

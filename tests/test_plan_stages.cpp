@@ -7,7 +7,7 @@
 #include "catch.hpp"
 #include "common/params.h"
 #include "heuristics/tile.hpp"
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 #include "test_paths.hpp"
 

@@ -11,7 +11,7 @@
 #include "testing/reference/formats.hpp"
 #include "testing/reference/sdpa.hpp"
 #include "rime/json.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 #include "testing/trial.hpp"
 #include "block_scaled_graph.hpp"
 #include "paged_gather.hpp"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 
 int main() {
   using namespace rime;

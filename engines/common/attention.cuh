@@ -64,7 +64,7 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   // With per-sequence lengths, rows at or past the sequence's own seq_q are outside it (never written, or written
   // as empty rows): a tile of them visits no keys, and a tile that straddles the end visits only its live rows'
   // keys. Without this, every row tile past a short sequence's end ran its causal range over the whole sequence:
-  // a batch of lengths 128..8k (S 8k) did twice the work it needed (docs/perf.md, "Ragged prefill").
+  // a batch of lengths 128..8k (S 8k) did twice the work it needed (docs/perf-history.md, "Ragged prefill").
   // (A masked grid of the Hopper engine starts its first row tile at a negative row: its partial tile first.)
   const int i_lo = (kMask ? max(row0, 0) : row0) / p.group;
   const int i_hi = kPerSequence ? min(last / p.group, e.seq_q - 1) : last / p.group;
@@ -154,11 +154,11 @@ __device__ __forceinline__ void walk_balanced_slice(const SdpaParams& p, int s, 
 // work whatever the lengths and the H_kv CTAs of one slice read the same keys of every head at about the same time:
 // with K/V pools [pages][page_size][H_kv][D] they read neighbouring 128-byte rows of the same pages (the order
 // batch-major, then head, which gave each CTA its own pairs, made the 8-token paged decode read 1.5x the DRAM bytes for
-// the same L2 traffic, ncu, session 13). A pair's tiles that fall to k CTAs are k pieces, piece i in split slot i of
+// the same L2 traffic, ncu). A pair's tiles that fall to k CTAs are k pieces, piece i in split slot i of
 // the partials (the combine's input). W is at least ceil(max_tiles / (num_splits - 1)), so that no pair has more than
 // num_splits pieces. The grid of per-sequence chunks (kv_tile_range) gives each CTA at most 1 / split of its sequence:
 // with lengths 1k-32k at B 64 its CTAs run 1-64 tiles each, a third of them empty, and the last wave's stragglers leave
-// SMs idle (docs/perf.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece
+// SMs idle (docs/perf-history.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece
 // of this CTA, in order, by every thread that walks (whole warps: every warp of the mma.sync kernel, the first of each
 // role in the Hopper one); a pair with no keys is called once, by the CTA of its head whose range holds its position,
 // with piece -1 (its slots are all empty). The caller fills the slots past a pair's last piece.

@@ -100,7 +100,7 @@ TileShape layout_tile(const Facts& f, int n_consumers) {
 // L2 promotion: 256 bytes for dense operands; 128 for page pools, whose key rows of one kv head (128 bytes at
 // FP8 D 128) lie H_kv rows apart ([pages][page_size][H_kv][D]): a 256-byte promotion also fetches the next kv
 // head's row, which another CTA reads, often after L2 has dropped it. ncu of the 8-token paged decode: DRAM moved
-// 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf.md, v16), and
+// 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf-history.md), and
 // the paged prefill the same (0.993x).
 Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows, bool page_pool, const char* what) {
   const driver::Api* api = driver::api();

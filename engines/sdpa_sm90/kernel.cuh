@@ -17,7 +17,7 @@
 //     consumer issues S(j) = Q K_j^T and, in the same batch, O += P(j-1) V_{j-1}; waits for S(j), runs the online
 //     softmax on it, waits for P.V, rescales O and packs P(j). (ptxas schedules the wait for P.V near the top of
 //     the softmax's block, so the exponentials do not overlap this consumer's own P.V; holding the wait below
-//     them measured slower: docs/perf.md, v7.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named
+//     them measured slower: docs/perf-history.md.) The consumers take turns issuing, 0, 1, (2,) 0, ... (a named
 //     barrier per consumer's turn, ping-pong), so one's softmax runs while another's wgmmas use the tensor cores.
 //     Of three consumers, one whose own rows need fewer of the CTA's KV tiles (none: rows past the end; causal: keys
 //     past its rows' diagonal) takes ghost turns past them: its place in the ring and its barrier arrivals, no work.
@@ -192,7 +192,7 @@ __device__ __forceinline__ void wgmma_pv_sum(float (&o)[kD / 8][4], float (&e)[4
 //   row % 8 and its 16-byte writes fall in 8 different bank groups under the swizzle.
 // Loads are conflict-free too: a loaded matrix is 8 consecutive keys at one 16-byte chunk, which the TMA swizzle
 // spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
-// FP8 D 128 tile, as many as a consumer warp: docs/perf.md, v9.)
+// FP8 D 128 tile, as many as a consumer warp: docs/perf-history.md.)
 // kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
 // loads (paged FP8: see the producer).
 // kOpaqueLane: the lane passes through an opaque move, once per tile, so that what derives from it (each unit's two
@@ -200,7 +200,7 @@ __device__ __forceinline__ void wgmma_pv_sum(float (&o)[kD / 8][4], float (&e)[4
 // are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
 // 56-72 registers (nvcc 13.0: 56 bytes in the FP8 two-consumer kernels, 136-220 in the paged ones, reloaded in
 // every tile's transpose; none with the move), at ~14 more ALU instructions per unit. Measured (H200, one call,
-// docs/perf.md v17): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two- and three-consumer
+// docs/perf-history.md): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two- and three-consumer
 // FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
 // issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
 // So one consumer only.
@@ -223,7 +223,7 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
   // Fully unrolled (8 units per warp for every tile shape), except for 256-key tiles, whose 8 units' addresses
   // (two V^T sub-tiles) then spilled past the producer's 56 registers. (Unrolled by 4, the D 256 kernel measured
-  // 17% slower: docs/perf.md, v10.)
+  // 17% slower: docs/perf-history.md.)
   constexpr int kUnroll = kN > 128 ? 4 : kPerWarp;
 #pragma unroll kUnroll
   for (int i = 0; i < kPerWarp; ++i) {
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
   // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_sm90::vt_sum_rows), and
   // where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
   // weights P.V used, but as an LSE it is off the exact one by up to 0.03 on short rows, past SPEC's Stats tolerance
-  // (docs/perf.md v19): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
+  // (docs/perf-history.md): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
   constexpr int kSumRows = rime_sm90::vt_sum_rows(kFp8, kDv, kC);
   constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
   constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
   constexpr int kStages = rime_sm90::kStages;
   // The stage and phase of tile j in unsigned arithmetic (the count never goes negative; signed % and / cost sign
   // fix-ups in every tile), except in the D_qk 192 / D_v 128 kernels: there ptxas scheduled the unsigned form 2-3%
-  // slower (FP8 MLA prefill on the H200, session 21: signed 0.989x of v20's time, unsigned 1.020x, same run).
+  // slower (FP8 MLA prefill on the H200, one run: signed 0.989x of the earlier kernel's time, unsigned 1.020x).
   constexpr bool kUnsignedRing = kDqk == kDv;
   u64* bars = reinterpret_cast<u64*>(smem + kSmem.barriers);
   u64* k_full = bars;                  // [kStages] TMA of K landed
@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
   constexpr bool kBalanced = (kFeatures & RIME_F_BALANCED) != 0;
   static_assert(!kBalanced || (kC == 1 && kSplit && kPadding), "balanced: one consumer, a split decode over lengths");
   // The grid's work, computed before the roles part and in the order the kernel did before it had pieces (the
-  // two-consumer kernels' SASS is sensitive to such moves, docs/perf.md v13).
+  // two-consumer kernels' SASS is sensitive to such moves, docs/perf-history.md).
   const Work grid_work = [&]() {
     if constexpr (kBalanced) {
       return Work{};
@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
         // the CTAs in flight still share the K/V of a few heads in L2 (132 CTAs span ~kGroup slices, as before).
         // Measured (H200, A/B of 3 and 5 rounds): FP8 causal B4 H32 S4096 0.983x-0.992x the time, BF16 0.983x; with
         // per-batch lengths (padded, ragged, paged) the highest row tile is not the heaviest one, and the padded
-        // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf.md, session 14).
+        // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf-history.md).
         constexpr int kGroup = 4;
         const int nq = gridDim.x, slices = gridDim.y * gridDim.z;
         const int linear = blockIdx.x + nq * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -585,7 +585,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
                    : 0;
       };
       // Paged: tile j + 1's page ids are loaded when tile j is issued, so that their latency (a dependent global
-      // load before every tile's TMA) overlaps the issue of a whole tile (8-token decode: 2% faster, docs/perf.md).
+      // load before every tile's TMA) overlaps the issue of a whole tile (8-token decode: 2% faster, docs/perf-history.md).
       int next_page = 0;
       if constexpr (kPagedKv) next_page = page_id(0);
       auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage
@@ -743,7 +743,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
     // wgmma descriptors: built once, then moved by constant byte offsets (a descriptor's low 14 bits are the
     // address / 16, and every operand lies below 256 KB, so adding offset / 16 never carries out of the field).
     // Rebuilding each from its pointer cost ~10 uniform instructions per wgmma, and moving them was 1-3% faster on
-    // every bench row (docs/perf.md, v8) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
+    // every bench row (docs/perf-history.md) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
     // then issues the wgmmas back to back; the SASS shows no other change): that one keeps the per-wgmma form.
     constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
     const u64 q_desc = desc_k_major<kRow>(sQw);
@@ -787,7 +787,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
     // The running max moves only past a slack (online_softmax_raw), so that O's rescale, which ran in 66% of the FP8
     // D 128 tiles, is skipped on most: 8 (P up to 256) for 16-bit P; 1 for FP8, whose P then sits on kPScale / 2 so
     // that it stays within E4M3's 448. Not with Amax_S, whose epilogue takes m_run for the row's max. With the row
-    // sums on the tensor cores (kMmaSums): FP8 prefill 2-7% faster, BF16 0-5% (H200, docs/perf.md v20).
+    // sums on the tensor cores (kMmaSums): FP8 prefill 2-7% faster, BF16 0-5% (H200, docs/perf-history.md).
     constexpr int kSlack = (kFeatures & RIME_F_AMAX_S) != 0 ? 0 : kFp8 ? 1 : 8;
     const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
     auto softmax = [&](int j, float (&alpha)[2]) {

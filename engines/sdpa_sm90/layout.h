@@ -9,8 +9,8 @@ namespace rime_sm90 {
 // A CTA is one producer warpgroup (warpgroup 0: TMA loads of K and V; for FP8 also the transpose of V) and one,
 // two or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
-// (the v10 profile found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible warps per
-// scheduler, docs/perf.md); it leaves each consumer 152 registers (160 beside a 16-bit producer, below), which
+// (ncu of the two-consumer kernel found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible
+// warps per scheduler, docs/perf-history.md); it leaves each consumer 152 registers (160 beside a 16-bit producer, below), which
 // hold O (64 for D_v 128), S of 64 keys (32) and P, so three consumers take 64-key tiles (128 at D 64, whose O is
 // 32 registers). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
@@ -18,7 +18,7 @@ RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_co
 // One consumer (FP8 graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
 // two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
 // consumers would idle one (measured on the 8-token paged decode: 0.75x the time of the mma.sync 32x32 tile that
-// served it; docs/perf.md, session 12).
+// served it; docs/perf-history.md).
 RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers) { return n_consumers == 1 ? 2 : 1; }
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
@@ -41,14 +41,14 @@ RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
 }
 // setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
 // share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a
-// producer of 32 hung on the H200, docs/perf.md session 22; 65536 / 384 is not a multiple of 8).
+// producer of 32 hung on the H200, docs/perf-history.md; 65536 / 384 is not a multiple of 8).
 RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8) {
   return (launch_regs(n_consumers) + (launch_regs(n_consumers) - producer_regs(n_consumers, fp8)) / n_consumers) / 8 *
          8;
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
-// 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf.md, v8): the TMA is not what the
+// 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf-history.md): the TMA is not what the
 // consumers wait for. Two stages leave the shared memory to wider KV tiles.
 constexpr int kStages = 2;
 
@@ -57,7 +57,7 @@ constexpr int kStages = 2;
 // 128 keys on the bench row); 64 for D 256, where a consumer's O (128 registers per thread) and S of 128 keys (64
 // more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
-// D 128 measured 2-7% slower than 128: docs/perf.md, v10). One consumer: 128 keys (two CTAs of it share the
+// D 128 measured 2-7% slower than 128: docs/perf-history.md). One consumer: 128 keys (two CTAs of it share the
 // SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
   return n_consumers == 1 ? (d == 256 ? 64 : 128)

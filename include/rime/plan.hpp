@@ -12,12 +12,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rime/config.hpp"
-#include "rime/facts.hpp"
+#include "rime/device.hpp"
 #include "rime/graph.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
+
+// What a plan was made from and decided, for tools: rime/inspect/facts.hpp and rime/inspect/config.hpp.
+struct Facts;
+struct Config;
 
 struct PlanOptions {
   // The device to plan for. Absent: the current GPU when there is one, else the H200 defaults (sm_90a, 132 SMs).

@@ -1,13 +1,11 @@
-// Umbrella header of the rime public API: every public header.
+// Umbrella header of the rime public API: what a user builds, plans and runs with. The analyzer's facts, the
+// decision and the capability rows are under rime/inspect/ (installed too, for tools that print them).
 #pragma once
 
-#include "rime/config.hpp"
 #include "rime/device.hpp"
-#include "rime/facts.hpp"
 #include "rime/graph.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
-#include "rime/rows.hpp"
 #include "rime/status.hpp"
 #include "rime/types.hpp"
 #include "rime/version.hpp"

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "graph/geometry.hpp"
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "status_macros.hpp"
 
 namespace rime {

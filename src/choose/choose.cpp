@@ -9,7 +9,7 @@
 #include "engine.hpp"
 #include "heuristics/split_kv.hpp"
 #include "heuristics/tile.hpp"
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 
 namespace rime {
 namespace {

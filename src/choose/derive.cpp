@@ -7,7 +7,7 @@
 
 #include "choose/split.hpp"
 #include "engine.hpp"
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 
 namespace rime {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "rime/facts.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime {
 

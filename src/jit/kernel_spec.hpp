@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 #include "rime/status.hpp"
 
 namespace rime {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime {
 namespace {

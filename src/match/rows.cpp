@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedded_files.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime {
 

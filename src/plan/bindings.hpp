@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "rime/status.hpp"
 
 namespace rime {

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "rime/config.hpp"
-#include "rime/facts.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/facts.hpp"
 
 namespace rime {
 

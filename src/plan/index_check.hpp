@@ -4,7 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "rime/status.hpp"
 #include "runtime/driver.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "block_scaled_graph.hpp"
 #include "rime/graph.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime::test {
 

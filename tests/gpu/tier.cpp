@@ -6,7 +6,8 @@
 #include <fstream>
 #include <mutex>
 
-#include "rime/rows.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/rows.hpp"
 
 namespace rime::test {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/params.h"
 #include "cache/get_kernel.hpp"
 #include "jit/kernel_spec.hpp"
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 
 using namespace rime;

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rime/config.hpp"
+#include "rime/inspect/config.hpp"
 #include "rime/device.hpp"
 #include "rime/graph.hpp"
 #include "rime/status.hpp"

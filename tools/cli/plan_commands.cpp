@@ -6,9 +6,9 @@
 #include "cli/cli.hpp"
 #include "plan/facts_json.hpp"
 #include "rime/json.hpp"
-#include "rime/config.hpp"
-#include "rime/facts.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
 #include "runtime/driver.hpp"
 
 namespace rime::cli {

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 
 namespace rime::reference {
 

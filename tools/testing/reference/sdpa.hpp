@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "rime/graph.hpp"
 
 namespace rime::reference {

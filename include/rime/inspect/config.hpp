@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "rime/facts.hpp"
-#include "rime/rows.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
 #include "rime/status.hpp"
 
 namespace rime {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "rime/facts.hpp"
+#include "rime/inspect/facts.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
