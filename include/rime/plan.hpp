@@ -25,7 +25,23 @@ struct Config;
 struct PlanOptions {
   // The device to plan for. Absent: the current GPU when there is one, else the H200 defaults (sm_90a, 132 SMs).
   std::optional<DeviceDesc> device;
+  // Where `device` came from, for the explanation's first line ("given by --arch/--sms"); empty: "given by the
+  // caller" when `device` is set, else what was found.
+  std::string device_source;
 };
+
+// What `rime plan --explain` prints, from the one function the CLI prints it with: the graph and the device, the
+// analyzer's facts, every capability row's verdict and, when a row serves the graph, the choice (tile, consumer
+// warpgroups, split-KV candidates with their costs, workspace, stages).
+struct Explanation {
+  std::string text;
+  std::string json;     // the same as a JSON document (the fields of `rime plan --json`)
+  bool served = false;  // a row serves the graph
+  std::string decline;  // when none does: NotSupported's message, every row's reason
+};
+// Explains a graph without compiling, also one that no row serves: InvalidGraph (or InvalidJson) as validate()
+// gives them.
+Result<Explanation> explain(const Graph& graph, const PlanOptions& options = {});
 
 struct KernelInfo {
   std::string role;  // the stage's role ("v_transpose", "attention", "combine"), in launch order
@@ -69,6 +85,8 @@ class Plan {
   const Facts& facts() const;
   const Config& config() const;
   const std::vector<KernelInfo>& kernels() const;
+  // The explanation of this plan (as rime::explain gives it for the plan's graph and device).
+  Explanation explain() const;
   // Bytes of device memory execute() needs as its workspace (0 when none): derived.workspace_bytes.
   int64_t workspace_size() const;
 

@@ -2,6 +2,8 @@
 // execute through the chosen row's engine.
 #include "rime/plan.hpp"
 
+#include "plan/explain.hpp"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@ constexpr int kPlanFormatVersion = 3;
 
 struct Plan::State {
   Graph graph;
+  std::string device_source;  // for the explanation
   Facts facts;
   Config config;
   const engines::Engine* engine = nullptr;
@@ -88,16 +91,21 @@ std::string first_difference(const nlohmann::json& recorded, const nlohmann::jso
 
 }  // namespace
 
+DeviceResolution resolve_device(const PlanOptions& options) {
+  if (options.device)
+    return {*options.device, options.device_source.empty() ? "given by the caller" : options.device_source};
+  Result<DeviceDesc> gpu = driver::query_device();
+  if (gpu.ok()) return {gpu.value(), "queried from the GPU"};
+  return {DeviceDesc::h200(), "no GPU (" + gpu.status().message() + "): H200 defaults"};
+}
+
 Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
-  DeviceDesc device = DeviceDesc::h200();
-  if (options.device) {
-    device = *options.device;
-  } else if (Result<DeviceDesc> gpu = driver::query_device(); gpu.ok()) {
-    device = gpu.value();
-  }
+  const DeviceResolution resolved = resolve_device(options);
+  const DeviceDesc& device = resolved.device;
   Plan plan;
   plan.state_ = std::make_shared<State>();
   State& s = *plan.state_;
+  s.device_source = resolved.source;
   s.graph = graph;
   Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
@@ -238,6 +246,17 @@ const Graph& Plan::graph() const { return state_->graph; }
 const Facts& Plan::facts() const { return state_->facts; }
 const Config& Plan::config() const { return state_->config; }
 const std::vector<KernelInfo>& Plan::kernels() const { return state_->infos; }
+
+Explanation Plan::explain() const {
+  const State& s = *state_;
+  const std::vector<RowVerdict> verdicts = match(s.facts);
+  const ExplanationParts parts{s.graph, s.facts, verdicts, &s.config, s.device_source};
+  Explanation out;
+  out.text = explanation_text(parts);
+  out.json = explanation_json(parts).dump(2);
+  out.served = true;
+  return out;
+}
 int64_t Plan::workspace_size() const { return state_->config.derived.workspace_bytes; }
 bool Plan::prepared() const { return state_->prepared; }
 

@@ -81,17 +81,6 @@ struct DeviceChoice {
 };
 Result<DeviceChoice> choose_device(const Options& opts);
 
-// The explanation of a plan: facts, every row's verdict, the decision with its candidates and the stages (text),
-// or the same as JSON fields.
-struct Explanation {
-  const Graph& graph;
-  const Facts& facts;
-  const std::vector<RowVerdict>& verdicts;
-  const Config* config;  // nullptr when no row serves the graph
-  std::string device_source;
-};
-void print_explanation(const Explanation& e);
-nlohmann::json explanation_json(const Explanation& e);
 
 int cmd_validate(const Options& opts);
 int cmd_show(const Options& opts);

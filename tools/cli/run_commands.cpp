@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "plan/explain.hpp"
 #include "rime/plan.hpp"
 #include "runtime/driver.hpp"
 #include "testing/npy.hpp"
@@ -54,17 +55,17 @@ int cmd_run(const Options& opts) {
       Result<Facts> facts = analyze(graph, dev->device);
       if (facts.ok()) {
         const std::vector<RowVerdict> verdicts = match(facts.value());
-        print_explanation(Explanation{graph, facts.value(), verdicts, nullptr, dev->source});
+        fmt::print("{}", explanation_text(ExplanationParts{graph, facts.value(), verdicts, nullptr, dev->source}));
       }
     }
     return report_failure(plan.status(), opts, source);
   }
   const std::vector<RowVerdict> verdicts = match(plan->facts());
-  const Explanation explanation{graph, plan->facts(), verdicts, &plan->config(), dev->source};
+  const ExplanationParts explanation{graph, plan->facts(), verdicts, &plan->config(), dev->source};
   nlohmann::json j{{"source", source}, {"graph", graph.name()}, {"ok", true}};
   if (opts.explain) {
     if (opts.json) j["explain"] = explanation_json(explanation);
-    else print_explanation(explanation);
+    else fmt::print("{}", explanation_text(explanation));
   }
   j["kernels"] = nlohmann::json::array();
   for (const KernelInfo& k : plan->kernels()) {

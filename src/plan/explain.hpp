@@ -1,0 +1,40 @@
+// Internal: the explanation of a plan (`rime plan --explain`, Plan::explain, rime::explain), from one place.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "rime/device.hpp"
+#include "rime/graph.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
+
+namespace rime {
+
+// What an explanation is made of: the graph, its facts, every row's verdict and the configuration when a row
+// serves it (nullptr when none does), and where the device came from.
+struct ExplanationParts {
+  const Graph& graph;
+  const Facts& facts;
+  const std::vector<RowVerdict>& verdicts;
+  const Config* config;
+  std::string device_source;
+};
+// The text `rime plan --explain` prints.
+std::string explanation_text(const ExplanationParts& parts);
+// The same as JSON fields (`rime plan --json`): graph, device_source, facts, rows, decision, derived.
+nlohmann::json explanation_json(const ExplanationParts& parts);
+
+// The device a plan is made for, and where it came from: PlanOptions::device, else the current GPU, else the H200
+// defaults (src/plan/plan.cpp; Plan::build and rime::explain agree through it).
+struct DeviceResolution {
+  DeviceDesc device;
+  std::string source;
+};
+struct PlanOptions;
+DeviceResolution resolve_device(const PlanOptions& options);
+
+}  // namespace rime
