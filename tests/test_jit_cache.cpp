@@ -363,6 +363,44 @@ TEST_CASE("8 processes compiling the same key at once leave exactly one valid en
   CHECK(temps == 0);
 }
 
+TEST_CASE("4 processes warming the same kernel compile it once: the others wait on its lock and load it", "[cache]") {
+  const std::string dir = temp_dir();
+  const KernelSpec spec = attention_spec(RIME_T_E4M3, RIME_T_BF16, 128, 64, RIME_F_STATS | RIME_F_MASK, "sm_90a");
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      cache::DiskCache disk = cache::DiskCache::open(dir).value();
+      clear_memory_cache();
+      auto k = get_kernel(spec, &disk);
+      ::_exit(!k.ok() ? 1 : k->origin == "compiled" ? 10 : k->origin == "disk" ? 11 : 2);
+    }
+    children.push_back(pid);
+  }
+  int compiled = 0, loaded = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    compiled += WEXITSTATUS(status) == 10;
+    loaded += WEXITSTATUS(status) == 11;
+  }
+  CHECK(compiled == 1);
+  CHECK(loaded == 3);
+  // The lock file is rime's: not listed as foreign, removed by clear.
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
+  REQUIRE(disk.list().size() == 1);
+  CHECK(disk.list()[0].kind == cache::EntryKind::Entry);
+  CHECK(disk.clear().value() == 1);
+  int left = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) left += e->d_name[0] != '.' || std::string(e->d_name).rfind(".lock-", 0) == 0;
+    ::closedir(d);
+  }
+  CHECK(left == 0);
+}
+
 TEST_CASE("a compile killed midway leaves nothing that blocks or corrupts the next run", "[cache]") {
   const std::string dir = temp_dir();
   const KernelSpec spec = attention_spec(RIME_T_BF16, RIME_T_BF16, 64, 64, RIME_F_STATS, "sm_90a");
@@ -735,4 +773,35 @@ TEST_CASE("rime::explain and Plan::explain give the text of `rime plan --explain
   Result<Graph> bad = parse_graph_json(doc.dump());
   REQUIRE(bad.ok());
   CHECK(explain(bad.value(), h200).status().code() == StatusCode::InvalidGraph);
+}
+
+// Run by the test below in a process of its own, before anything has used the plan cache.
+TEST_CASE("set_cache_dir in a fresh process (run by the next test)", "[.set_cache_dir_child]") {
+  const char* dir = std::getenv("RIME_TEST_CHOSEN_CACHE_DIR");
+  REQUIRE(dir);
+  REQUIRE(set_cache_dir(dir).ok());
+  Result<Plan> plan = h200_plan("fp8_decode_gqa");
+  REQUIRE(plan.ok());
+  // Too late now: the cache is in use.
+  const Status again = set_cache_dir("/tmp");
+  CHECK(again.code() == StatusCode::InvalidArgument);
+  CHECK(again.message().find(std::string("already in use (at '") + dir + "')") != std::string::npos);
+}
+
+TEST_CASE("set_cache_dir before the first plan puts the plan cache there and is refused after it", "[cache]") {
+  const std::string dir = temp_dir() + "/chosen";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("RIME_TEST_CHOSEN_CACHE_DIR", dir.c_str(), 1);
+    ::setenv("RIME_CACHE_DIR", "/nonexistent/not-this-one", 1);  // the chosen directory wins over the environment
+    ::execl("/proc/self/exe", "rime_tests", "[.set_cache_dir_child]", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  cache::DiskCache disk = cache::DiskCache::open(dir).value();
+  CHECK(disk.list().size() == 2);  // the decode plan's attention kernel and its combine
 }

@@ -39,6 +39,11 @@ struct Explanation {
   bool served = false;  // a row serves the graph
   std::string decline;  // when none does: NotSupported's message, every row's reason
 };
+// The plan cache's directory for this process, instead of RIME_CACHE_DIR / XDG_CACHE_HOME / HOME
+// (docs/cache.md): before the first plan only (InvalidArgument after, naming the directory in use). The
+// directory is checked as the environment's is: owned by this user and not writable by others.
+Status set_cache_dir(const std::string& dir);
+
 // Explains a graph without compiling, also one that no row serves: InvalidGraph (or InvalidJson) as validate()
 // gives them.
 Result<Explanation> explain(const Graph& graph, const PlanOptions& options = {});

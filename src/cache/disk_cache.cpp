@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +105,13 @@ std::vector<std::string> names_in(int dir_fd) {
 }
 
 // rime's temp and trash names: ".tmp-<entry>-<suffix>" / ".trash-<entry>-<suffix>".
+constexpr const char* kLockPrefix = ".lock-";
+
+// `.lock-<entry>`: a compile lock (CompileLock).
+bool is_lock_name(const std::string& n) {
+  return n.rfind(kLockPrefix, 0) == 0 && DiskCache::is_entry_name(n.substr(std::strlen(kLockPrefix)));
+}
+
 bool is_own_scratch_name(const std::string& n) {
   for (const char* prefix : {".tmp-", ".trash-"}) {
     const size_t p = std::strlen(prefix);
@@ -242,6 +250,33 @@ Result<DiskCache> DiskCache::open(const std::string& dir, int64_t max_bytes) {
   return DiskCache(dir, std::move(handle), max_bytes);
 }
 
+namespace {
+// set_cache_dir's directory, taken by the first settings() (guarded: planning threads may race the first use).
+std::mutex& chosen_dir_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::optional<std::string>& chosen_dir() {
+  static std::optional<std::string> d;
+  return d;
+}
+bool& settings_resolved() {
+  static bool resolved = false;
+  return resolved;
+}
+}  // namespace
+
+Status set_directory(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(chosen_dir_mutex());
+  if (settings_resolved())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("the plan cache is already in use (at '{}'); set its directory before the first plan",
+                              settings().dir));
+  if (dir.empty()) return Status(StatusCode::InvalidArgument, "the plan cache directory is empty");
+  chosen_dir() = dir;
+  return Status::success();
+}
+
 Settings resolve_settings() {
   Settings s;
   if (const char* m = std::getenv("RIME_CACHE_MAX_BYTES")) {
@@ -255,7 +290,13 @@ Settings resolve_settings() {
     return s;
   }
   std::string dir;
-  if (const char* d = std::getenv("RIME_CACHE_DIR"); d && *d) dir = d;
+  std::optional<std::string> chosen;
+  {
+    std::lock_guard<std::mutex> lock(chosen_dir_mutex());
+    chosen = chosen_dir();
+  }
+  if (chosen) dir = *chosen;
+  else if (const char* d = std::getenv("RIME_CACHE_DIR"); d && *d) dir = d;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/rime";
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/rime";
   if (dir.empty()) {
@@ -275,6 +316,10 @@ Settings resolve_settings() {
 const Settings& settings() {
   static const Settings s = [] {
     Settings r = resolve_settings();
+    {
+      std::lock_guard<std::mutex> lock(chosen_dir_mutex());
+      settings_resolved() = true;
+    }
     if (!r.cache && r.disabled_why != "RIME_CACHE_DISABLE is set")
       log::warn("plan cache on disk disabled, compiling into memory only: {}", r.disabled_why);
     return r;
@@ -514,7 +559,7 @@ std::vector<EntryInfo> DiskCache::scan_sizes() const {
 std::vector<EntryInfo> DiskCache::list(bool checksums) const {
   std::vector<EntryInfo> entries, foreign;
   for (const std::string& n : names_in(fd())) {
-    if (n == kQuarantine || is_own_scratch_name(n)) continue;
+    if (n == kQuarantine || is_own_scratch_name(n) || is_lock_name(n)) continue;
     EntryInfo e = inspect(n, checksums);
     (e.kind == EntryKind::Foreign ? foreign : entries).push_back(std::move(e));
   }
@@ -566,6 +611,38 @@ std::vector<EntryInfo> DiskCache::prune(int64_t max_bytes) const {
   return evicted;
 }
 
+CompileLock::~CompileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+}
+
+CompileLock& CompileLock::operator=(CompileLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+CompileLock DiskCache::lock_compile(const std::string& engine, const std::string& key) const {
+  const std::string name = kLockPrefix + entry_name(engine, key);
+  // Never through a symlink; a lock file is empty and rime never writes to it.
+  const int lock_fd = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return CompileLock();
+  struct stat st {};
+  if (::fstat(lock_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(lock_fd);
+    return CompileLock();
+  }
+  while (::flock(lock_fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(lock_fd);
+      return CompileLock();
+    }
+  }
+  return CompileLock(lock_fd);
+}
+
 Result<int> DiskCache::clear() const {
   int n = 0;
   for (const EntryInfo& e : list(false)) {
@@ -584,6 +661,13 @@ Result<int> DiskCache::clear() const {
     }
   }
   remove_stale_temps(kStaleTempSeconds);  // a live writer's temp directory (younger) stays
+  // Compile locks: unlinking one a process holds is harmless (a later compile takes a new file, the publish
+  // protocol keeps a duplicate compile safe).
+  for (const std::string& ln : names_in(fd())) {
+    struct stat st {};
+    if (is_lock_name(ln) && ::fstatat(fd(), ln.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      ::unlinkat(fd(), ln.c_str(), 0);
+  }
   return n;
 }
 

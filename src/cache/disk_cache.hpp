@@ -5,7 +5,7 @@
 // The cache directory is hostile ground (STYLE lesson 15): it is resolved and checked once, and every later
 // operation works relative to the directory handle taken then (openat / renameat / unlinkat), never following
 // a symlink. Only names rime owns are ever touched: entry names (the key format above), its temp and trash
-// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`) and `quarantine/`. Anything else in the directory
+// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`), compile locks (`.lock-<entry>`) and `quarantine/`. Anything else in the directory
 // (a user's notes/, a symlink named like an entry) is foreign: listed, never loaded, moved or deleted.
 #pragma once
 
@@ -43,6 +43,26 @@ class DirHandle {
 
 class DiskCache;
 
+// A cross-process lock on one kernel key: an flock on `.lock-<entry>` in the cache directory, held while this
+// process compiles the key, so that N processes warming the same graphs (the ranks of one server) compile each
+// kernel once and the others load it. The kernel releases an flock when its holder dies, so a killed compile
+// leaves no lock behind. Empty (no lock) where the file cannot be made; the publish protocol stays race-safe
+// without it.
+class CompileLock {
+ public:
+  CompileLock() = default;
+  explicit CompileLock(int fd) : fd_(fd) {}
+  ~CompileLock();
+  CompileLock(CompileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  CompileLock& operator=(CompileLock&& other) noexcept;
+  CompileLock(const CompileLock&) = delete;
+  CompileLock& operator=(const CompileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
 // Where the cache lives and whether it may be used, from RIME_CACHE_DIR / XDG_CACHE_HOME / HOME,
 // RIME_CACHE_DISABLE and RIME_CACHE_MAX_BYTES.
 struct Settings {
@@ -51,8 +71,12 @@ struct Settings {
   std::string disabled_why;  // why the disk cache is not used (empty when it is)
   std::shared_ptr<const DiskCache> cache;  // the opened cache when usable
 };
-// Resolved and checked once per process; an unusable directory is reported by one warning.
+// Resolved and checked once per process (set_cache_dir's directory, else the environment's); an unusable
+// directory is reported by one warning.
 const Settings& settings();
+// The directory the first settings() takes instead of the environment's (rime::set_cache_dir); InvalidArgument once
+// settings() has resolved.
+Status set_directory(const std::string& dir);
 // Resolves and checks the settings afresh (tests and the cache tool, which change the environment).
 Settings resolve_settings();
 
@@ -96,6 +120,9 @@ class DiskCache {
   // least-recently-used entries over max_bytes, by stat sizes and times (no checksums, no file reads), from a
   // scan at most kSizeRescanSeconds old plus what this process published since.
   Status store(const CompiledKernel& kernel) const;
+
+  // Waits for and takes the compile lock of an entry (CompileLock).
+  CompileLock lock_compile(const std::string& engine, const std::string& key) const;
 
   // Every name in the directory: entries first (checked with checksums when `checksums`), then foreign names.
   std::vector<EntryInfo> list(bool checksums = true) const;

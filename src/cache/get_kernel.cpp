@@ -68,14 +68,30 @@ Result<KernelLookup> get_kernel(const KernelSpec& spec, const cache::DiskCache* 
     finish(nullptr);
     return key.status();
   }
+  auto disk_hit = [&]() -> std::shared_ptr<const CompiledKernel> {
+    if (!disk) return nullptr;
+    auto hit = disk->load(spec, key.value());
+    if (!hit) return nullptr;
+    log::debug("cache hit {} {} (disk)", spec.engine, key.value().substr(0, 16));
+    return std::make_shared<const CompiledKernel>(std::move(*hit));
+  };
+  if (auto k = disk_hit()) {
+    finish(k);
+    return KernelLookup{k, "disk"};
+  }
+  // Across processes: the compile lock of this key, then the disk again (the process that held the lock may have
+  // published it meanwhile), so that N processes warming the same graphs compile each kernel once.
+  cache::CompileLock lock;
   if (disk) {
-    if (auto hit = disk->load(spec, key.value())) {
-      log::debug("cache hit {} {} (disk)", spec.engine, key.value().substr(0, 16));
-      auto k = std::make_shared<const CompiledKernel>(std::move(*hit));
+    lock = disk->lock_compile(spec.engine, key.value());
+    if (auto k = disk_hit()) {
       finish(k);
       return KernelLookup{k, "disk"};
     }
   }
+  // Logged before it starts, so that a cold start's compiles never look like a hang.
+  log::info("compiling {} [{}] digest {} for {}", spec.engine, spec.name_expression, key.value().substr(0, 16),
+            spec.arch);
   Result<CompiledKernel> compiled = compile_uncached(spec);
   if (!compiled.ok()) {
     finish(nullptr);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/disk_cache.hpp"
 #include "cache/get_kernel.hpp"
 #include "engine.hpp"
 #include "json/checked.hpp"
@@ -246,6 +247,8 @@ const Graph& Plan::graph() const { return state_->graph; }
 const Facts& Plan::facts() const { return state_->facts; }
 const Config& Plan::config() const { return state_->config; }
 const std::vector<KernelInfo>& Plan::kernels() const { return state_->infos; }
+
+Status set_cache_dir(const std::string& dir) { return cache::set_directory(dir); }
 
 Explanation Plan::explain() const {
   const State& s = *state_;
