@@ -27,6 +27,17 @@ fi
 
 echo "== tests"
 ctest --test-dir build --output-on-failure -j "$jobs"
+
+# The Python package as a user installs it: `pip install .` (scikit-build-core over this CMake, nanobind) into a
+# virtual environment, then its tests (python/tests; those that need a GPU or torch skip with their reason).
+echo "== Python package: pip install . and pytest"
+# Machines whose Python has the build tools (the GPU image; no package registry there) use them as they are.
+python3 -m venv --system-site-packages build/venv
+if ! build/venv/bin/python -c "import nanobind, scikit_build_core, pytest" 2>/dev/null; then
+  build/venv/bin/python -m pip install -q "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest>=7"
+fi
+build/venv/bin/python -m pip install -q --no-build-isolation .
+build/venv/bin/python -m pytest -ra python/tests
 # On a GPU machine the ctest run above includes the quick tier of the GPU tests (label gpu); the full tier runs
 # each case under its own time limit and prints per-case times.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then

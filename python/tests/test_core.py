@@ -1,0 +1,179 @@
+"""The core package without a GPU and without torch: graphs, validation, explanations, plans and the cache."""
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import rime
+from conftest import CACHE_DIR, ROOT, example, examples, rime_cli
+
+
+def test_import_needs_no_torch():
+    out = subprocess.run([sys.executable, "-c", "import sys, rime; print('torch' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", examples())
+def test_graph_hash_matches_the_cli(name):
+    g = rime.Graph.from_json(example(name))
+    assert g.name == json.loads(example(name))["name"]
+    cli = rime_cli()
+    if cli is None:
+        pytest.skip("no build/rime to compare with (scripts/test.sh builds it)")
+    out = subprocess.run([str(cli), "validate", str(ROOT / "examples" / f"{name}.json"), "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["hash"] == g.hash
+    # The canonical form round-trips to the same graph.
+    assert rime.Graph.from_json(g.to_json()).hash == g.hash
+
+
+def test_a_bad_graph_raises_invalid_graph_with_its_pointer():
+    doc = json.loads(example("fp8_prefill"))
+    doc["tensors"][1]["dims"][3] = 64
+    with pytest.raises(rime.InvalidGraphError) as e:
+        rime.Graph.from_json(json.dumps(doc))
+    assert e.value.location == "/tensors/1/dims"
+    assert e.value.code == "InvalidGraph"
+    assert "do not match Q's head dim 128" in e.value.message
+    assert isinstance(e.value, rime.RimeError)
+
+
+def test_a_malformed_document_raises_invalid_json():
+    with pytest.raises(rime.InvalidJsonError) as e:
+        rime.Graph.from_json('{"rime_graph": 1, "name": "x", "tensors": [{"bogus": 1}]}')
+    assert e.value.location.startswith("/tensors/0")
+
+
+def test_not_supported_lists_every_rows_reason():
+    doc = json.loads(example("fp8_prefill"))
+    for i in (0, 1, 2, 9):
+        doc["tensors"][i]["dims"][3] = 96
+        doc["tensors"][i].pop("strides", None)
+    g = rime.Graph.from_json(json.dumps(doc))
+    with pytest.raises(rime.NotSupportedError) as e:
+        rime.plan(g, arch="sm_90a", sms=132)
+    assert any("row sdpa_sm90_fp8: D_qk 96 not in" in r for r in e.value.reasons)
+    assert any(r.startswith("row sdpa_mma_fp8:") for r in e.value.reasons)
+    # explain() works for such a graph too: the same verdicts.
+    assert "declined  row sdpa_sm90_fp8: D_qk 96" in rime.explain(g, arch="sm_90a", sms=132)
+
+
+@pytest.mark.parametrize("name", examples())
+def test_explain_is_the_text_of_rime_plan_explain(name):
+    golden = (ROOT / "tests" / "golden" / f"{name}.explain.txt").read_text()
+    g = rime.Graph.from_json(example(name))
+    assert rime.explain(g, arch="sm_90a", sms=132) == golden
+    assert json.loads(rime.explain(g, arch="sm_90a", sms=132, json=True))["graph"]["rime_graph"] == 1
+
+
+def test_a_plan_compiles_into_the_cache_that_rime_cache_ls_lists():
+    g = rime.Graph.from_json(example("fp8_decode_gqa"))
+    p = rime.plan(g, arch="sm_90a", sms=132)
+    assert p.row == "sdpa_sm90_fp8"
+    assert p.consumer_warpgroups == 1
+    assert p.split_kv > 1 and p.workspace_size > 0
+    assert [k["role"] for k in p.kernels] == ["attention", "combine"]
+    assert p.explain() == rime.explain(g, arch="sm_90a", sms=132)
+    assert rime.cache_dir() == CACHE_DIR
+    names = {e["name"] for e in rime.cache_entries()}
+    assert {f'{k["engine"]}.{k["key"][:16]}' for k in p.kernels} <= names
+    cli = rime_cli()
+    if cli is not None:
+        out = subprocess.run([str(cli), "cache", "ls", "--json"], capture_output=True, text=True, check=True,
+                             env={"RIME_CACHE_DIR": CACHE_DIR, "PATH": "/usr/bin:/bin"})
+        assert {e["name"] for e in json.loads(out.stdout)} == names
+    # The artifact round-trips.
+    loaded = rime.Plan.load(p.to_json())
+    assert loaded.to_json() == p.to_json()
+
+
+def test_set_cache_dir_after_the_first_plan_is_refused():
+    rime.plan(rime.Graph.from_json(example("fp8_prefill")), arch="sm_90a", sms=132)
+    with pytest.raises(rime.InvalidArgumentError) as e:
+        rime.set_cache_dir("/tmp")
+    assert "already in use" in e.value.message
+
+
+def test_another_thread_runs_while_a_plan_compiles():
+    # A graph whose kernels nothing else compiles: a cold NVRTC compile of several hundred milliseconds.
+    doc = json.loads(example("fp16_window_padding"))
+    doc["name"] = "gil_check"
+    doc["op"]["attributes"]["generate_stats"] = False
+    doc["tensors"] = [t for t in doc["tensors"] if t["name"] != "Stats"]
+    doc["op"]["outputs"].pop("Stats", None)
+    g = rime.Graph.from_json(json.dumps(doc))
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.monotonic()
+    p = rime.plan(g, arch="sm_89", sms=128)
+    elapsed = time.monotonic() - start
+    stop.set()
+    t.join()
+    assert p.kernels[0]["origin"] == "compiled"
+    # The counting thread ran during the compile: at least a quarter of the ticks a free thread gets.
+    assert ticks[0] >= 0.25 * elapsed / 0.0015, (ticks[0], elapsed)
+
+
+def test_run_without_a_gpu_is_a_cuda_error_and_bad_buffers_are_named():
+    p = rime.plan(rime.Graph.from_json(example("fp8_prefill")), arch="sm_90a", sms=132)
+    with pytest.raises(rime.InvalidArgumentError) as e:
+        p.run({"nope": 0})
+    assert "no tensor named 'nope'" in e.value.message
+    with pytest.raises(rime.InvalidArgumentError):
+        p.run({"Q": "not a pointer"})
+    if not p.prepared:
+        with pytest.raises(rime.CudaError):
+            p.run({"Q": 0})
+
+
+@pytest.mark.parametrize("name", examples())
+def test_a_graph_built_in_python_validates_to_the_examples_hash(name):
+    # Every example rebuilt through GraphBuilder from its own fields: the same canonical graph, the same hash.
+    doc = json.loads(example(name))
+    b = rime.GraphBuilder(doc["name"])
+    by_uid = {}
+    for t in doc["tensors"]:
+        by_uid[t["uid"]] = b.tensor(t["name"], t["dims"], t["dtype"], strides=t.get("strides"),
+                                    output=t.get("output", False), uid=t["uid"])
+    op = doc["op"]
+    fields = {role.lower(): by_uid[uid] for role, uid in {**op["inputs"], **op["outputs"]}.items()}
+    fields.update(op.get("attributes", {}))
+    fields.update(op.get("knobs", {}))
+    g = getattr(b, op["kind"])(op_name=op.get("name", "sdpa"), **fields)
+    assert g.hash == rime.Graph.from_json(example(name)).hash
+
+
+def test_the_builder_names_what_it_does_not_know():
+    b = rime.GraphBuilder("x")
+    with pytest.raises(TypeError) as e:
+        b.sdpa(q=b.tensor("Q", [1, 1, 64, 64], "BF16"), causal_mask=True)
+    assert "unknown keyword 'causal_mask'" in str(e.value)
+
+
+def test_a_builder_graph_plans_with_pins():
+    b = rime.GraphBuilder("pinned")
+    q = b.tensor("Q", [1, 8, 256, 64], "BF16")
+    k = b.tensor("K", [1, 2, 1024, 64], "BF16")
+    v = b.tensor("V", [1, 2, 1024, 64], "BF16")
+    o = b.output("O", [1, 8, 256, 64], "BF16")
+    st = b.output("Stats", [1, 8, 256, 1], "FP32")
+    g = b.sdpa(q=q, k=k, v=v, o=o, stats=st, causal=True, alignment="bottom_right", tile=(192, 128))
+    p = rime.plan(g, arch="sm_90a", sms=132)
+    assert (p.row, p.tile, p.consumer_warpgroups) == ("sdpa_sm90_f16", [192, 128], 3)
+    # A tile the row lists for other head dims is declined by the matcher, and the mma.sync row has no such tile.
+    g2 = b.sdpa(q=q, k=k, v=v, o=o, stats=st, causal=True, tile=(192, 64))
+    with pytest.raises(rime.NotSupportedError) as e:
+        rime.plan(g2, arch="sm_90a", sms=132)
+    assert any("tile 192x64 not in {128x128, 192x128} for head dims (64, 64)" in r for r in e.value.reasons)
