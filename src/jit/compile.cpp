@@ -1,7 +1,6 @@
 // NVRTC compile of one kernel specialization. The engine headers come from the embedded copies, handed to NVRTC
 // as in-memory headers, so a compile reads no file and its key contains no path.
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include <chrono>
 #include <map>
@@ -10,6 +9,7 @@
 #include "digest/sha256.hpp"
 #include "embedded_files.hpp"
 #include "jit/kernel_spec.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "rime/version.hpp"
 
 namespace rime {
@@ -72,8 +72,10 @@ std::vector<std::string> nvrtc_options(const KernelSpec& spec) {
 }
 
 std::string nvrtc_version() {
+  const jit::NvrtcApi* api = jit::nvrtc();
+  if (!api) return "unavailable";  // no compile can happen, and no cached kernel of a real version matches
   int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
+  api->nvrtcVersion(&major, &minor);
   return fmt::format("{}.{}", major, minor);
 }
 
@@ -101,6 +103,11 @@ Result<std::string> cache_key(const KernelSpec& spec) {
 }
 
 Result<CompiledKernel> compile_uncached(const KernelSpec& spec) {
+  const jit::NvrtcApi* api = jit::nvrtc();
+  if (!api)
+    return Status(StatusCode::CompileFailed,
+                  fmt::format("kernel {} ({}, {}): {}", spec.name_expression, spec.engine, spec.arch,
+                              jit::nvrtc_status().message()));
   const auto t0 = std::chrono::steady_clock::now();
   const std::string source = generated_source(spec);
   auto headers = included_headers(source);
@@ -111,42 +118,43 @@ Result<CompiledKernel> compile_uncached(const KernelSpec& spec) {
     texts.push_back(file->text);
   }
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), (spec.engine + ".cu").c_str(),
+  nvrtcResult r = api->nvrtcCreateProgram(&prog, source.c_str(), (spec.engine + ".cu").c_str(),
                                      static_cast<int>(names.size()), texts.data(), names.data());
   if (r != NVRTC_SUCCESS)
     return Status(StatusCode::CompileFailed, fmt::format("{}: nvrtcCreateProgram: {}", spec.name_expression,
-                                                         nvrtcGetErrorString(r)));
+                                                         api->nvrtcGetErrorString(r)));
   struct Destroy {
+    const jit::NvrtcApi* api;
     nvrtcProgram* p;
-    ~Destroy() { nvrtcDestroyProgram(p); }
-  } destroy{&prog};
-  nvrtcAddNameExpression(prog, spec.name_expression.c_str());
+    ~Destroy() { api->nvrtcDestroyProgram(p); }
+  } destroy{api, &prog};
+  api->nvrtcAddNameExpression(prog, spec.name_expression.c_str());
   const std::vector<std::string> options = nvrtc_options(spec);
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
-  r = nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  r = api->nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
+  api->nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
-  if (log_size > 1) nvrtcGetProgramLog(prog, log.data());
+  if (log_size > 1) api->nvrtcGetProgramLog(prog, log.data());
   if (r != NVRTC_SUCCESS)
     return Status(StatusCode::CompileFailed,
                   fmt::format("kernel {} ({}, {}) failed to compile: {}\n{}", spec.name_expression, spec.engine,
-                              spec.arch, nvrtcGetErrorString(r), log));
+                              spec.arch, api->nvrtcGetErrorString(r), log));
   const char* lowered = nullptr;
-  r = nvrtcGetLoweredName(prog, spec.name_expression.c_str(), &lowered);
+  r = api->nvrtcGetLoweredName(prog, spec.name_expression.c_str(), &lowered);
   if (r != NVRTC_SUCCESS || !lowered)
     return Status(StatusCode::CompileFailed, fmt::format("kernel {}: no lowered name: {}", spec.name_expression,
-                                                         nvrtcGetErrorString(r)));
+                                                         api->nvrtcGetErrorString(r)));
   size_t cubin_size = 0;
-  r = nvrtcGetCUBINSize(prog, &cubin_size);
+  r = api->nvrtcGetCUBINSize(prog, &cubin_size);
   if (r != NVRTC_SUCCESS || cubin_size == 0)
     return Status(StatusCode::CompileFailed, fmt::format("kernel {}: no cubin (is {} an exact arch?)",
                                                          spec.name_expression, spec.arch));
   CompiledKernel out;
   out.spec = spec;
   out.cubin.resize(cubin_size);
-  nvrtcGetCUBIN(prog, out.cubin.data());
+  api->nvrtcGetCUBIN(prog, out.cubin.data());
   out.lowered_name = lowered;
   auto key = cache_key(spec);
   if (!key.ok()) return key.status();

@@ -1,0 +1,12 @@
+# The dynamic section of BINARY names no CUDA library (libnvrtc, libcuda): rime opens them at run time.
+execute_process(COMMAND readelf -d ${BINARY} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -d ${BINARY} failed: ${err}")
+endif()
+if(out MATCHES "libnvrtc|libcuda\\.")
+  message(FATAL_ERROR "${BINARY} links a CUDA library:\n${out}")
+endif()
+if(NOT out MATCHES "NEEDED")
+  message(FATAL_ERROR "readelf printed no NEEDED entries for ${BINARY}:\n${out}")
+endif()
+message(STATUS "ok: no NVRTC or CUDA driver among the NEEDED libraries")
