@@ -38,6 +38,7 @@ from .builder import GraphBuilder, Tensor
 from .errors import (CacheCorruptError, CompileFailedError, CudaError, InternalError, InvalidArgumentError,
                      InvalidGraphError, InvalidJsonError, NotSupportedError, RimeError)
 
-__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "validate", "set_cache_dir", "cache_dir", "cache_entries",
+__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "validate", "set_cache_dir", "cache_dir",
+           "cache_entries",
            "RimeError", "InvalidGraphError", "InvalidJsonError", "NotSupportedError", "CompileFailedError",
            "CacheCorruptError", "CudaError", "InternalError", "InvalidArgumentError", "__version__"]

@@ -60,7 +60,8 @@ class GraphBuilder:
                 continue
             if key in _ROLE_OF:
                 role = _ROLE_OF[key]
-                op["outputs" if role in _OUTPUTS else "inputs"][role] = value.uid if isinstance(value, Tensor) else value
+                side = "outputs" if role in _OUTPUTS else "inputs"
+                op[side][role] = value.uid if isinstance(value, Tensor) else value
             elif key in _ATTRIBUTES:
                 attributes[key] = value
             elif key in _KNOBS:

@@ -104,7 +104,6 @@ std::vector<std::string> names_in(int dir_fd) {
   return out;
 }
 
-// rime's temp and trash names: ".tmp-<entry>-<suffix>" / ".trash-<entry>-<suffix>".
 constexpr const char* kLockPrefix = ".lock-";
 
 // `.lock-<entry>`: a compile lock (CompileLock).
@@ -112,6 +111,7 @@ bool is_lock_name(const std::string& n) {
   return n.rfind(kLockPrefix, 0) == 0 && DiskCache::is_entry_name(n.substr(std::strlen(kLockPrefix)));
 }
 
+// rime's temp and trash names: ".tmp-<entry>-<suffix>" / ".trash-<entry>-<suffix>".
 bool is_own_scratch_name(const std::string& n) {
   for (const char* prefix : {".tmp-", ".trash-"}) {
     const size_t p = std::strlen(prefix);
@@ -626,8 +626,9 @@ CompileLock& CompileLock::operator=(CompileLock&& other) noexcept {
 
 CompileLock DiskCache::lock_compile(const std::string& engine, const std::string& key) const {
   const std::string name = kLockPrefix + entry_name(engine, key);
-  // Never through a symlink; a lock file is empty and rime never writes to it.
-  const int lock_fd = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // Never through a symlink, and never blocking on something planted there (a FIFO); a lock file is empty and
+  // rime never writes to it.
+  const int lock_fd = ::openat(fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
   if (lock_fd < 0) return CompileLock();
   struct stat st {};
   if (::fstat(lock_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {

@@ -5,8 +5,9 @@
 // The cache directory is hostile ground (STYLE lesson 15): it is resolved and checked once, and every later
 // operation works relative to the directory handle taken then (openat / renameat / unlinkat), never following
 // a symlink. Only names rime owns are ever touched: entry names (the key format above), its temp and trash
-// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`), compile locks (`.lock-<entry>`) and `quarantine/`. Anything else in the directory
-// (a user's notes/, a symlink named like an entry) is foreign: listed, never loaded, moved or deleted.
+// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`), compile locks (`.lock-<entry>`) and `quarantine/`.
+// Anything else in the directory (a user's notes/, a symlink named like an entry) is foreign: listed, never
+// loaded, moved or deleted.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,6 @@ class CompileLock {
   CompileLock& operator=(CompileLock&& other) noexcept;
   CompileLock(const CompileLock&) = delete;
   CompileLock& operator=(const CompileLock&) = delete;
-  bool held() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;

@@ -48,7 +48,8 @@ Result<Derived> derive(const Facts& f, const Decision& d) {
                      : fmt::format("{}x{}", t.q, t.kv);
   };
   if (f.pinned_tile && d.tile != *f.pinned_tile)
-    return fail(fmt::format("tile {} differs from the pinned tile {}", tile_str(d.tile, 0), tile_str(*f.pinned_tile, 0)));
+    return fail(
+        fmt::format("tile {} differs from the pinned tile {}", tile_str(d.tile, 0), tile_str(*f.pinned_tile, 0)));
   const std::vector<RowTile> listed = row->tiles_for(f.D_qk, f.D_v);
   if (std::none_of(listed.begin(), listed.end(), [&](const RowTile& t) {
         return t.tile == d.tile && t.consumer_warpgroups == d.consumer_warpgroups;

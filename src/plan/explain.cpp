@@ -16,25 +16,28 @@ std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
 void print_facts(std::string& out, const Facts& f) {
   out += fmt::format("facts:\n");
-  out += fmt::format("  shape     B {}  H_q {}  H_kv {} (group {})  S_q {}  S_kv {}  D_qk {}  D_v {}\n", f.B, f.H_q, f.H_kv,
-             f.group, f.S_q, f.S_kv, f.D_qk, f.D_v);
+  out += fmt::format("  shape     B {}  H_q {}  H_kv {} (group {})  S_q {}  S_kv {}  D_qk {}  D_v {}\n", f.B, f.H_q,
+                     f.H_kv, f.group, f.S_q, f.S_kv, f.D_qk, f.D_v);
   if (f.q().dtype == f.k().dtype)
-    out += fmt::format("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.o().dtype), f.o_format());
+    out += fmt::format("  dtypes    Q/K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.o().dtype),
+                       f.o_format());
   else  // a 16-bit Q over FP8 K/V
     out += fmt::format("  dtypes    Q {}  K/V {}  O {} (format {})\n", to_string(f.q().dtype), to_string(f.k().dtype),
-               to_string(f.o().dtype), f.o_format());
+                       to_string(f.o().dtype), f.o_format());
   out += fmt::format("  layouts   Q {}  K {}  V {}  O {}  (16-byte aligned: {})\n", to_string(f.q().layout),
-             to_string(f.k().layout), to_string(f.v().layout), to_string(f.o().layout),
-             yes_no(f.q().aligned16 && f.k().aligned16 && f.v().aligned16 && f.o().aligned16));
+                     to_string(f.k().layout), to_string(f.v().layout), to_string(f.o().layout),
+                     yes_no(f.q().aligned16 && f.k().aligned16 && f.v().aligned16 && f.o().aligned16));
   out += fmt::format("  mask      {}\n", f.mask.describe());
   if (f.paged)
-    out += fmt::format("  paged     K/V pools of {} pages x {} keys; page table of {} pages per sequence (S_kv {} is the "
-               "longest it addresses; lengths from seq_len_kv)\n",
-               f.num_pages, f.page_size, f.max_pages, f.S_kv);
+    out += fmt::format(
+        "  paged     K/V pools of {} pages x {} keys; page table of {} pages per sequence (S_kv {} is the "
+        "longest it addresses; lengths from seq_len_kv)\n",
+        f.num_pages, f.page_size, f.max_pages, f.S_kv);
   if (f.ragged_q || f.ragged_kv) {
     std::string sides;
     if (f.ragged_q) sides += fmt::format("Q/O {} tokens (S_q {} is max_seqlen_q)", f.T_q, f.S_q);
-    if (f.ragged_kv) sides += fmt::format("{}K/V {} tokens (S_kv {} is max_seqlen_kv)", f.ragged_q ? "; " : "", f.T_kv, f.S_kv);
+    if (f.ragged_kv)
+      sides += fmt::format("{}K/V {} tokens (S_kv {} is max_seqlen_kv)", f.ragged_q ? "; " : "", f.T_kv, f.S_kv);
     out += fmt::format("  ragged    {} sequences through cu_seqlens: {}\n", f.B, sides);
   }
   std::string outs = "O";
@@ -46,7 +49,7 @@ void print_facts(std::string& out, const Facts& f) {
                         to_string(*f.sf_o_layout), f.sf_o_rows, f.sf_o_cols);
   out += fmt::format("  outputs   {}\n", outs);
   out += fmt::format("  sink {}  scale_o {}  decode {}  attn_scale {}\n", yes_no(f.has_sink), yes_no(f.has_scale_o),
-             yes_no(f.decode), f.attn_scale);
+                     yes_no(f.decode), f.attn_scale);
   out += fmt::format("  split     {}\n", f.split_eligible ? "eligible" : "ineligible: " + f.split_ineligible_reason);
   if (f.pinned_split) out += fmt::format("  pinned    split_kv {}\n", *f.pinned_split);
   if (f.pinned_tile) out += fmt::format("  pinned    tile {}x{}\n", f.pinned_tile->q, f.pinned_tile->kv);
@@ -55,8 +58,10 @@ void print_facts(std::string& out, const Facts& f) {
 void print_verdicts(std::string& out, const std::vector<RowVerdict>& verdicts) {
   out += fmt::format("rows:\n");
   for (const RowVerdict& v : verdicts) {
-    if (v.accepted) out += fmt::format("  accepted  row {}\n", v.row_id);
-    else out += fmt::format("  declined  {}\n", v.reason);
+    if (v.accepted)
+      out += fmt::format("  accepted  row {}\n", v.row_id);
+    else
+      out += fmt::format("  declined  {}\n", v.reason);
   }
 }
 
@@ -68,18 +73,18 @@ void print_config(std::string& out, const Config& c) {
   out += fmt::format("  tile      {}x{} ({})\n", d.tile.q, d.tile.kv, d.tile_reason);
   if (d.consumer_warpgroups)
     out += fmt::format("  consumers {} consumer warpgroup{} of 64 rows\n", d.consumer_warpgroups,
-               d.consumer_warpgroups > 1 ? "s" : "");
+                       d.consumer_warpgroups > 1 ? "s" : "");
   out += fmt::format("  grid      {} packed rows per kv head -> {} row tiles; {} KV tiles\n", x.packed_rows, x.q_tiles,
-             x.kv_tiles);
+                     x.kv_tiles);
   out += fmt::format("  split_kv  {} ({})\n", d.split_kv, d.split_reason);
   for (const SplitCandidate& s : d.split_candidates)
     out += fmt::format("            candidate split {:<4} waves {:<5} cost {:.2f}{}\n", s.split, s.waves, s.cost,
-               s.split == d.split_kv ? "  <- chosen" : "");
+                       s.split == d.split_kv ? "  <- chosen" : "");
   out += fmt::format("  workspace {} bytes; shared memory {} bytes per CTA\n", x.workspace_bytes, x.smem_bytes);
   for (const KernelStage& s : x.stages)
     out += fmt::format("  stage     {:<11} {} grid [{},{},{}] x {} threads, {} bytes of shared memory{}\n", s.role,
-               s.spec.name_expression, s.grid[0], s.grid[1], s.grid[2], s.block, s.smem_bytes,
-               s.persistent ? " (persistent: grid x becomes the CTAs the GPU holds at once when loaded)" : "");
+                       s.spec.name_expression, s.grid[0], s.grid[1], s.grid[2], s.block, s.smem_bytes,
+                       s.persistent ? " (persistent: grid x becomes the CTAs the GPU holds at once when loaded)" : "");
 }
 
 }  // namespace
@@ -87,8 +92,8 @@ void print_config(std::string& out, const Config& c) {
 std::string explanation_text(const ExplanationParts& e) {
   std::string out;
   out += fmt::format("graph '{}' ({}) on {}, {} SMs, {} bytes of shared memory per block ({})\n", e.graph.name(),
-             to_string(e.facts.op), e.facts.device.arch_name(), e.facts.device.sm_count, e.facts.device.smem_per_block,
-             e.device_source);
+                     to_string(e.facts.op), e.facts.device.arch_name(), e.facts.device.sm_count,
+                     e.facts.device.smem_per_block, e.device_source);
   print_facts(out, e.facts);
   print_verdicts(out, e.verdicts);
   if (e.config) print_config(out, *e.config);
@@ -110,6 +115,13 @@ nlohmann::json explanation_json(const ExplanationParts& e) {
   return j;
 }
 
+Explanation explanation_of(const ExplanationParts& parts) {
+  Explanation out;
+  out.text = explanation_text(parts);
+  out.json = explanation_json(parts).dump(2);
+  out.served = parts.config != nullptr;
+  return out;
+}
 
 Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   const DeviceResolution device = resolve_device(options);
@@ -118,10 +130,7 @@ Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   const std::vector<RowVerdict> verdicts = match(facts.value());
   Result<Config> config = choose(facts.value(), verdicts);
   const ExplanationParts parts{graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, device.source};
-  Explanation out;
-  out.text = explanation_text(parts);
-  out.json = explanation_json(parts).dump(2);
-  out.served = config.ok();
+  Explanation out = explanation_of(parts);
   if (!config.ok()) out.decline = config.status().message();
   return out;
 }

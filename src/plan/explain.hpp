@@ -11,6 +11,7 @@
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/inspect/rows.hpp"
+#include "rime/plan.hpp"
 
 namespace rime {
 
@@ -27,6 +28,8 @@ struct ExplanationParts {
 std::string explanation_text(const ExplanationParts& parts);
 // The same as JSON fields (`rime plan --json`): graph, device_source, facts, rows, decision, derived.
 nlohmann::json explanation_json(const ExplanationParts& parts);
+// Both, as the public Explanation (served when parts.config is set; `decline` is the caller's to fill).
+Explanation explanation_of(const ExplanationParts& parts);
 
 // The device a plan is made for, and where it came from: PlanOptions::device, else the current GPU, else the H200
 // defaults (src/plan/plan.cpp; Plan::build and rime::explain agree through it).
@@ -34,7 +37,6 @@ struct DeviceResolution {
   DeviceDesc device;
   std::string source;
 };
-struct PlanOptions;
 DeviceResolution resolve_device(const PlanOptions& options);
 
 }  // namespace rime

@@ -253,12 +253,7 @@ Status set_cache_dir(const std::string& dir) { return cache::set_directory(dir);
 Explanation Plan::explain() const {
   const State& s = *state_;
   const std::vector<RowVerdict> verdicts = match(s.facts);
-  const ExplanationParts parts{s.graph, s.facts, verdicts, &s.config, s.device_source};
-  Explanation out;
-  out.text = explanation_text(parts);
-  out.json = explanation_json(parts).dump(2);
-  out.served = true;
-  return out;
+  return explanation_of(ExplanationParts{s.graph, s.facts, verdicts, &s.config, s.device_source});
 }
 int64_t Plan::workspace_size() const { return state_->config.derived.workspace_bytes; }
 bool Plan::prepared() const { return state_->prepared; }

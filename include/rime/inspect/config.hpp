@@ -40,7 +40,7 @@ struct KernelSpec {
   std::string engine;           // "sdpa_mma_fp8", "combine": names cache entries and log lines
   std::string header;           // "sdpa_mma/kernel.cuh", relative to engines/
   std::string name_expression;  // "rime_dev::sdpa_mma_fwd<2, 2, 128, 128, 64, 6>"
-  std::string params_type;      // the kernel's single by-value parameter: "SdpaParams", "__grid_constant__ SdpaSm90Params"
+  std::string params_type;      // the kernel's by-value parameter: "SdpaParams", "__grid_constant__ SdpaSm90Params"
   std::string arch;             // "sm_90a": exact, never a family
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b) {
