@@ -23,11 +23,17 @@ struct Facts;
 struct Config;
 
 struct PlanOptions {
-  // The device to plan for. Absent: the current GPU when there is one, else the H200 defaults (sm_90a, 132 SMs).
+  // The device to plan for. Absent: the GPU device_ordinal names when there is one, else the H200 defaults (sm_90a,
+  // 132 SMs).
   std::optional<DeviceDesc> device;
   // Where `device` came from, for the explanation's first line ("given by --arch/--sms"); empty: "given by the
   // caller" when `device` is set, else what was found.
   std::string device_source;
+  // The GPU (CUDA device ordinal) to plan for and load the kernels on. Absent: the GPU of this thread's current CUDA
+  // context, else GPU 0, and the H200 defaults without a GPU. Given, that GPU must exist (InvalidArgument
+  // otherwise, CudaError without a driver); with `device` also given, `device` is planned for and the kernels are
+  // loaded on this GPU when its arch is the same.
+  std::optional<int> device_ordinal;
 };
 
 // What `rime plan --explain` prints, from the one function the CLI prints it with: the graph and the device, the
@@ -82,7 +88,8 @@ class Plan {
   // it records disagrees with what this rime derives (InvalidJson for a malformed artifact or another version,
   // NotSupported when its row declines the graph, CacheCorrupt for a recorded size, stage or kernel key that
   // differs). The kernels come from the cache or are recompiled.
-  static Result<Plan> load(const std::string& artifact_json);
+  // The kernels are loaded as Plan::build loads them, on GPU `device_ordinal` when given (PlanOptions::device_ordinal).
+  static Result<Plan> load(const std::string& artifact_json, std::optional<int> device_ordinal = std::nullopt);
   // The versioned, self-describing artifact (docs/plan-json.md).
   std::string to_json() const;
 
@@ -95,11 +102,17 @@ class Plan {
   // Bytes of device memory execute() needs as its workspace (0 when none): derived.workspace_bytes.
   int64_t workspace_size() const;
 
-  // Loads the kernels on the current GPU. CudaError without one, or when the plan is for another arch.
+  // Loads the kernels on the GPU of this thread's current context (else GPU 0), or on GPU `device_ordinal`, in its
+  // primary context. CudaError without a GPU, or when the plan is for another arch; a prepared plan stays where it
+  // was loaded (InvalidArgument when asked for another GPU: plan once per GPU).
   Status prepare();
+  Status prepare(int device_ordinal);
   bool prepared() const;
+  // The GPU the kernels are loaded on, -1 before prepare.
+  int device_ordinal() const;
 
-  // Runs the plan on `stream` (a CUstream; nullptr is the legacy default stream). `buffers` maps every tensor
+  // Runs the plan on `stream` (a CUstream of the plan's GPU; nullptr is the legacy default stream), in the context
+  // the kernels were loaded in (made current for the call when another is). `buffers` maps every tensor
   // uid of the graph to device memory. No allocation, no synchronisation, no compile: capturable in a CUDA
   // graph. Outputs Amax_O / Amax_S are zeroed on the stream first. InvalidArgument for a missing, misaligned or
   // overlapping buffer or workspace (nothing is launched then). The kernels read the inputs and write the outputs

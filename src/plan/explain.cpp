@@ -124,12 +124,13 @@ Explanation explanation_of(const ExplanationParts& parts) {
 }
 
 Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
-  const DeviceResolution device = resolve_device(options);
-  Result<Facts> facts = analyze(graph, device.device);  // validates the graph
+  const Result<DeviceResolution> device = resolve_device(options);
+  if (!device.ok()) return device.status();
+  Result<Facts> facts = analyze(graph, device->device);  // validates the graph
   if (!facts.ok()) return facts.status();
   const std::vector<RowVerdict> verdicts = match(facts.value());
   Result<Config> config = choose(facts.value(), verdicts);
-  const ExplanationParts parts{graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, device.source};
+  const ExplanationParts parts{graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, device->source};
   Explanation out = explanation_of(parts);
   if (!config.ok()) out.decline = config.status().message();
   return out;

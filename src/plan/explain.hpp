@@ -31,12 +31,13 @@ nlohmann::json explanation_json(const ExplanationParts& parts);
 // Both, as the public Explanation (served when parts.config is set; `decline` is the caller's to fill).
 Explanation explanation_of(const ExplanationParts& parts);
 
-// The device a plan is made for, and where it came from: PlanOptions::device, else the current GPU, else the H200
-// defaults (src/plan/plan.cpp; Plan::build and rime::explain agree through it).
+// The device a plan is made for, and where it came from: PlanOptions::device, else the GPU
+// PlanOptions::device_ordinal names, else the current GPU, else the H200 defaults (src/plan/plan.cpp; Plan::build
+// and rime::explain agree through it). An error only for a device_ordinal that names no GPU.
 struct DeviceResolution {
   DeviceDesc device;
   std::string source;
 };
-DeviceResolution resolve_device(const PlanOptions& options);
+Result<DeviceResolution> resolve_device(const PlanOptions& options);
 
 }  // namespace rime

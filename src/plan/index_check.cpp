@@ -14,7 +14,7 @@
 namespace rime {
 namespace {
 
-Status load_checker(IndexChecker& c, const Facts& f) {
+Status load_checker(IndexChecker& c, const Facts& f, CUcontext ctx) {
   std::call_once(c.once, [&] {
     KernelSpec spec{"index_check", "common/index_check.cuh",
                     fmt::format("rime_dev::check_indices<{}>", f.paged ? 1 : 0), "IndexCheckParams",
@@ -24,7 +24,7 @@ Status load_checker(IndexChecker& c, const Facts& f) {
       c.load_status = k.status();
       return;
     }
-    Result<CUfunction> fn = runtime::load_function(*k->kernel, 0);
+    Result<CUfunction> fn = runtime::load_function(*k->kernel, 0, ctx);
     if (!fn.ok()) {
       c.load_status = fn.status();
       return;
@@ -46,10 +46,10 @@ int32_t read_int(const driver::Api* api, const void* base, int64_t index) {
 }  // namespace
 
 Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
-                     CUstream stream) {
+                     CUstream stream, CUcontext ctx) {
   // Nothing to check without per-sequence lengths (paged K/V require them: validation).
   if (!f.mask.padding) return Status::success();
-  RIME_RETURN_IF_ERROR(load_checker(checker, f));
+  RIME_RETURN_IF_ERROR(load_checker(checker, f, ctx));
   const driver::Api* api = driver::api();
   const engines::Bindings bindings{buffers};
   IndexCheckParams p{};

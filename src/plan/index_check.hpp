@@ -19,8 +19,9 @@ struct IndexChecker {
 
 // Verifies, in stream order, the per-sequence lengths and the page ids the kernels will read (docs/graph-json.md
 // says what they must hold). Synchronises the stream and allocates one 8-byte word: a debugging mode, not
-// capturable in a CUDA graph. InvalidArgument naming the first bad entry, its value and its bound.
+// capturable in a CUDA graph. InvalidArgument naming the first bad entry, its value and its bound. The check kernel
+// is loaded into `ctx`, the plan's context, which the caller has made current.
 Status check_indices(IndexChecker& checker, const Facts& facts, const std::unordered_map<int64_t, void*>& buffers,
-                     CUstream stream);
+                     CUstream stream, CUcontext ctx);
 
 }  // namespace rime

@@ -37,6 +37,8 @@ struct Plan::State {
   const engines::Engine* engine = nullptr;
   std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
+  CUcontext context = nullptr;        // the context the kernels are loaded in (a GPU's primary context)
+  int device_ordinal = -1;            // and its GPU
   std::vector<CUfunction> functions;  // one per stage once prepared
   std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
@@ -71,13 +73,18 @@ Status find_engine(Plan::State& s) {
   return Status::success();
 }
 
-// Prepare when the plan's device is the GPU we run on; planning for another device is fine without one.
-void prepare_if_local(Plan& plan) {
-  Result<DeviceDesc> gpu = driver::query_device();
+// Prepares on the GPU the options name (an error when it cannot be), else on the current GPU when its arch is the
+// plan's: planning for another device is fine without one.
+Status prepare_if_local(Plan& plan, std::optional<int> device_ordinal) {
+  if (device_ordinal) return plan.prepare(*device_ordinal);
+  Result<int> ordinal = driver::current_ordinal();
+  if (!ordinal.ok()) return Status::success();
+  Result<DeviceDesc> gpu = driver::query_device(ordinal.value());
   if (gpu.ok() && gpu->arch == plan.facts().device.arch) {
-    Status s = plan.prepare();
+    Status s = plan.prepare(ordinal.value());
     if (!s.ok()) log::warn("plan built but not loaded: {}", s.message());
   }
+  return Status::success();
 }
 
 // The first place where two JSON values differ, as "<pointer>: recorded A, derived B".
@@ -92,21 +99,27 @@ std::string first_difference(const nlohmann::json& recorded, const nlohmann::jso
 
 }  // namespace
 
-DeviceResolution resolve_device(const PlanOptions& options) {
+Result<DeviceResolution> resolve_device(const PlanOptions& options) {
   if (options.device)
-    return {*options.device, options.device_source.empty() ? "given by the caller" : options.device_source};
+    return DeviceResolution{*options.device, options.device_source.empty() ? "given by the caller" : options.device_source};
+  if (options.device_ordinal) {
+    Result<DeviceDesc> gpu = driver::query_device(*options.device_ordinal);
+    if (!gpu.ok()) return gpu.status();
+    return DeviceResolution{gpu.value(), fmt::format("queried from GPU {}", *options.device_ordinal)};
+  }
   Result<DeviceDesc> gpu = driver::query_device();
-  if (gpu.ok()) return {gpu.value(), "queried from the GPU"};
-  return {DeviceDesc::h200(), "no GPU (" + gpu.status().message() + "): H200 defaults"};
+  if (gpu.ok()) return DeviceResolution{gpu.value(), "queried from the GPU"};
+  return DeviceResolution{DeviceDesc::h200(), "no GPU (" + gpu.status().message() + "): H200 defaults"};
 }
 
 Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
-  const DeviceResolution resolved = resolve_device(options);
-  const DeviceDesc& device = resolved.device;
+  const Result<DeviceResolution> resolved = resolve_device(options);
+  if (!resolved.ok()) return resolved.status();
+  const DeviceDesc& device = resolved->device;
   Plan plan;
   plan.state_ = std::make_shared<State>();
   State& s = *plan.state_;
-  s.device_source = resolved.source;
+  s.device_source = resolved->source;
   s.graph = graph;
   Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
@@ -116,7 +129,7 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   s.config = config.value();
   RIME_RETURN_IF_ERROR(find_engine(s));
   RIME_RETURN_IF_ERROR(compile_all(s));
-  prepare_if_local(plan);
+  RIME_RETURN_IF_ERROR(prepare_if_local(plan, options.device_ordinal));
   return plan;
 }
 
@@ -145,7 +158,7 @@ std::string Plan::to_json() const {
   return j.dump(2) + "\n";
 }
 
-Result<Plan> Plan::load(const std::string& artifact) {
+Result<Plan> Plan::load(const std::string& artifact, std::optional<int> device_ordinal) {
   namespace jc = json_checked;
   nlohmann::json j;
   {
@@ -239,7 +252,7 @@ Result<Plan> Plan::load(const std::string& artifact) {
   }
   RIME_RETURN_IF_ERROR(find_engine(s));
   RIME_RETURN_IF_ERROR(compile_all(s));
-  prepare_if_local(plan);
+  RIME_RETURN_IF_ERROR(prepare_if_local(plan, device_ordinal));
   return plan;
 }
 
@@ -259,18 +272,35 @@ int64_t Plan::workspace_size() const { return state_->config.derived.workspace_b
 bool Plan::prepared() const { return state_->prepared; }
 
 Status Plan::prepare() {
+  Result<int> ordinal = driver::current_ordinal();
+  if (!ordinal.ok()) return ordinal.status();
+  return prepare(ordinal.value());
+}
+
+int Plan::device_ordinal() const { return state_->prepared ? state_->device_ordinal : -1; }
+
+Status Plan::prepare(int device_ordinal) {
   State& s = *state_;
-  if (s.prepared) return Status::success();
-  Result<DeviceDesc> gpu = driver::query_device();
+  if (s.prepared) {
+    if (s.device_ordinal == device_ordinal) return Status::success();
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("plan is loaded on GPU {}, not GPU {}: build a plan per GPU", s.device_ordinal,
+                              device_ordinal));
+  }
+  Result<DeviceDesc> gpu = driver::query_device(device_ordinal);
   if (!gpu.ok()) return gpu.status();
   if (gpu->arch != s.facts.device.arch)
-    return Status(StatusCode::CudaError, fmt::format("plan is for {}, the GPU is {} ({})", s.facts.device.arch_name(),
-                                                     gpu->arch_name(), gpu->name));
+    return Status(StatusCode::CudaError, fmt::format("plan is for {}, GPU {} is {} ({})", s.facts.device.arch_name(),
+                                                     device_ordinal, gpu->arch_name(), gpu->name));
+  Result<CUcontext> ctx = driver::primary_context(device_ordinal);
+  if (!ctx.ok()) return ctx.status();
+  const driver::ScopedContext in_ctx(ctx.value());  // the occupancy query below reads the current context
+  RIME_RETURN_IF_ERROR(in_ctx.status());
   std::vector<CUfunction> functions;
   std::vector<unsigned> grid_x;
   for (size_t i = 0; i < s.compiled.size(); ++i) {
     const KernelStage& stage = s.config.derived.stages[i];
-    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(stage.smem_bytes));
+    auto fn = runtime::load_function(*s.compiled[i], static_cast<int>(stage.smem_bytes), ctx.value());
     if (!fn.ok()) return fn.status();
     functions.push_back(fn.value());
     grid_x.push_back(static_cast<unsigned>(stage.grid[0]));
@@ -291,6 +321,8 @@ Status Plan::prepare() {
   }
   s.functions = std::move(functions);
   s.grid_x = std::move(grid_x);
+  s.context = ctx.value();
+  s.device_ordinal = device_ordinal;
   s.prepared = true;
   return Status::success();
 }
@@ -306,8 +338,10 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
   RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
   const driver::Api* api = driver::api();
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
   CUstream cu_stream = static_cast<CUstream>(stream);
-  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream));
+  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context));
   for (Role r : {Role::AmaxO, Role::AmaxS}) {
     if (const TensorFacts& t = s.facts.operand(r); t.bound) {
       RIME_RETURN_IF_ERROR(driver::check(

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <map>
 #include <mutex>
 
 namespace rime::driver {
@@ -91,21 +92,60 @@ Status ensure_context() {
   if (!a) return load_status();
   CUcontext ctx = nullptr;
   if (a->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) return Status::success();
-  CUdevice dev = 0;
-  Status s = check(a->cuDeviceGet(&dev, 0), "cuDeviceGet");
-  if (!s.ok()) return s;
-  s = check(a->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  if (!s.ok()) return s;
-  return check(a->cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  Result<CUcontext> primary = primary_context(0);
+  if (!primary.ok()) return primary.status();
+  return check(a->cuCtxSetCurrent(primary.value()), "cuCtxSetCurrent");
 }
 
-Result<DeviceDesc> query_device() {
-  Status s = ensure_context();
-  if (!s.ok()) return s;
+Result<int> current_ordinal() {
   const Api* a = api();
+  if (!a) return load_status();
+  CUcontext ctx = nullptr;
+  if (a->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return 0;
   CUdevice dev = 0;
-  s = check(a->cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  Status s = check(a->cuCtxGetDevice(&dev), "cuCtxGetDevice");
   if (!s.ok()) return s;
+  return static_cast<int>(dev);  // a CUdevice is its ordinal (cuDeviceGet(&dev, n) gives n)
+}
+
+namespace {
+Result<CUdevice> device_of(int ordinal) {
+  const Api* a = api();
+  if (!a) return load_status();
+  int count = 0;
+  Status s = check(a->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (!s.ok()) return s;
+  if (ordinal < 0 || ordinal >= count)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("device {} does not exist: the CUDA driver sees {} GPU(s), 0..{}", ordinal, count,
+                              count - 1));
+  CUdevice dev = 0;
+  s = check(a->cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  if (!s.ok()) return s;
+  return dev;
+}
+}  // namespace
+
+Result<CUcontext> primary_context(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, CUcontext> retained;
+  Result<CUdevice> dev = device_of(ordinal);
+  if (!dev.ok()) return dev.status();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = retained.find(ordinal);
+  if (it != retained.end()) return it->second;
+  CUcontext ctx = nullptr;
+  Status s = check(api()->cuDevicePrimaryCtxRetain(&ctx, dev.value()), "cuDevicePrimaryCtxRetain");
+  if (!s.ok()) return s;
+  retained[ordinal] = ctx;
+  return ctx;
+}
+
+Result<DeviceDesc> query_device(int ordinal) {
+  Result<CUdevice> device = device_of(ordinal);
+  if (!device.ok()) return device.status();
+  const Api* a = api();
+  const CUdevice dev = device.value();
   int major = 0, minor = 0, sms = 0, smem = 0;
   a->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   a->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -124,6 +164,28 @@ Result<DeviceDesc> query_device() {
   d.smem_per_sm = smem_sm;
   d.name = name;
   return d;
+}
+
+Result<DeviceDesc> query_device() {
+  Result<int> ordinal = current_ordinal();
+  if (!ordinal.ok()) return ordinal.status();
+  return query_device(ordinal.value());
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  const Api* a = api();
+  if (!a) {
+    status_ = load_status();
+    return;
+  }
+  status_ = check(a->cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (!status_.ok() || previous_ == ctx) return;
+  status_ = check(a->cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  switched_ = status_.ok();
+}
+
+ScopedContext::~ScopedContext() {
+  if (switched_) api()->cuCtxSetCurrent(previous_);
 }
 
 }  // namespace rime::driver

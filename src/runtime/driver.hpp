@@ -73,7 +73,33 @@ Status check(CUresult result, const char* what);
 // Makes device 0's primary context current on this thread (no-op if a context is already current).
 Status ensure_context();
 
-// The device description of the current GPU, or CudaError without one.
+// The GPU of this thread's current context, else 0 (the one ensure_context would make current). CudaError without
+// a driver.
+Result<int> current_ordinal();
+// GPU `ordinal`'s primary context, retained once per process (it then lives as long as the process, as the CUDA
+// runtime's does). InvalidArgument naming the GPU count when there is no such GPU.
+Result<CUcontext> primary_context(int ordinal);
+
+// The device description of GPU `ordinal` (attributes only: no context is made current).
+Result<DeviceDesc> query_device(int ordinal);
+// The device description of the current GPU (current_ordinal()), or CudaError without one.
 Result<DeviceDesc> query_device();
+
+// Makes `ctx` current on this thread for the guard's life when another (or none) is, and restores that one after:
+// a plan's kernels launch in the context they were loaded in, whatever the caller's thread has current.
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+  // The result of making it current (success when it already was).
+  const Status& status() const { return status_; }
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+  Status status_;
+};
 
 }  // namespace rime::driver

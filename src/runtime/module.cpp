@@ -9,17 +9,15 @@
 
 namespace rime::runtime {
 
-Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes) {
+Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes, CUcontext ctx) {
   static std::mutex mu;
   // (context, key) -> module, for the life of the process: a module belongs to the context it was loaded in,
   // so two GPUs (two contexts) of one process each get their own.
   static std::map<std::pair<CUcontext, std::string>, CUmodule> modules;
-  Status s = driver::ensure_context();
-  if (!s.ok()) return s;
+  const driver::ScopedContext in_ctx(ctx);  // cuModuleLoadData loads into the current context
+  if (!in_ctx.status().ok()) return in_ctx.status();
   const driver::Api* api = driver::api();
-  CUcontext ctx = nullptr;
-  s = driver::check(api->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!s.ok()) return s;
+  Status s;
   std::lock_guard<std::mutex> lock(mu);
   CUmodule& module = modules[{ctx, kernel.key}];
   if (!module) {

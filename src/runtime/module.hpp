@@ -8,9 +8,9 @@
 
 namespace rime::runtime {
 
-// Loads (once per context: the current one, else device 0's primary context) the kernel's cubin and returns its
-// function, with its dynamic shared memory limit raised to `smem_bytes` when that is above the 48 KB default. A
-// plan prepared in one context runs in that context: prepare a plan per GPU.
-Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes);
+// Loads (once per context) the kernel's cubin into `ctx` and returns its function, with its dynamic shared memory
+// limit raised to `smem_bytes` when that is above the 48 KB default. The function launches in `ctx` only: a plan
+// keeps the context its kernels were loaded in (one plan per GPU).
+Result<CUfunction> load_function(const CompiledKernel& kernel, int smem_bytes, CUcontext ctx);
 
 }  // namespace rime::runtime
