@@ -672,4 +672,19 @@ Result<int> DiskCache::clear() const {
   return n;
 }
 
+DiskCache::Stats DiskCache::stats() const {
+  Stats out;
+  for (const EntryInfo& e : list()) {
+    if (e.kind == EntryKind::Foreign) {
+      ++out.foreign;
+      continue;
+    }
+    ++out.entries;
+    out.bytes += e.bytes;
+    out.invalid += !e.valid;
+    out.compile_ms += e.compile_ms;
+  }
+  return out;
+}
+
 }  // namespace rime::cache

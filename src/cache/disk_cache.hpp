@@ -135,6 +135,13 @@ class DiskCache {
   // many entries. Foreign names stay.
   Result<int> clear() const;
 
+  // The totals `rime cache stats` prints, from one listing with checksums.
+  struct Stats {
+    int64_t entries = 0, invalid = 0, foreign = 0, bytes = 0;
+    double compile_ms = 0;  // the NVRTC time the entries hold (saved per cold start)
+  };
+  Stats stats() const;
+
   const std::string& dir() const { return dir_; }
   int64_t max_bytes() const { return max_bytes_; }
   static std::string entry_name(const std::string& engine, const std::string& key) {

@@ -160,25 +160,14 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return kExitOk;
   }
   if (action == "stats") {
-    int64_t bytes = 0, invalid = 0, entries = 0, foreign = 0;
-    double compile_ms = 0;
-    for (const auto& e : disk.list()) {
-      if (e.kind == cache::EntryKind::Foreign) {
-        ++foreign;
-        continue;
-      }
-      ++entries;
-      bytes += e.bytes;
-      invalid += !e.valid;
-      compile_ms += e.compile_ms;
-    }
+    const cache::DiskCache::Stats st = disk.stats();
     if (opts.json)
-      return print_json({{"dir", settings.dir}, {"entries", entries}, {"foreign", foreign}, {"bytes", bytes},
-                         {"max_bytes", settings.max_bytes}, {"invalid", invalid},
-                         {"compile_ms_saved_per_cold_start", compile_ms}});
+      return print_json({{"dir", settings.dir}, {"entries", st.entries}, {"foreign", st.foreign}, {"bytes", st.bytes},
+                         {"max_bytes", settings.max_bytes}, {"invalid", st.invalid},
+                         {"compile_ms_saved_per_cold_start", st.compile_ms}});
     fmt::print("dir         {}\nentries     {} ({} invalid), {} foreign names\nbytes       {} of {} allowed\n"
                "compile     {:.1f} s of NVRTC time held\n",
-               settings.dir, entries, invalid, foreign, bytes, settings.max_bytes, compile_ms / 1000);
+               settings.dir, st.entries, st.invalid, st.foreign, st.bytes, settings.max_bytes, st.compile_ms / 1000);
     return kExitOk;
   }
   if (action == "verify") {
