@@ -1,18 +1,24 @@
 // The rime extension module (nanobind): the C++ API one to one, no torch. A failed call raises the exception class
 // of its StatusCode (python/rime/errors.py) with the message, the JSON pointer and, for NotSupported, every row's
-// reason. Planning, compiling, loading and running release the GIL.
+// reason. Planning, compiling, loading and running release the GIL; the library's log lines (every compile, before
+// it starts and when it ends) go to Python's logging, logger `rime`.
+#include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/unordered_map.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/disk_cache.hpp"
+#include "log/log.hpp"
+#include "units/bytes.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
@@ -36,23 +42,295 @@ T take(rime::Result<T>&& r) {
   if (!r.ok()) throw StatusError{r.status()};
   return std::move(r).value();
 }
+[[noreturn]] void invalid_argument(const std::string& message) {
+  throw StatusError{rime::Status(rime::StatusCode::InvalidArgument, message)};
+}
 
-rime::PlanOptions options_for(const std::optional<std::string>& arch, const std::optional<int>& sms) {
+// str(h), as Python spells it.
+std::string text_of(nb::handle h) {
+  PyObject* s = PyObject_Str(h.ptr());
+  if (!s) throw nb::python_error();
+  return nb::cast<std::string>(nb::steal<nb::str>(s));
+}
+
+// A CUDA device: None (the current one), an ordinal, "cuda" / "cuda:N", or an object with `type` and `index`
+// (torch.device).
+std::optional<int> ordinal_of(nb::handle device) {
+  if (device.is_none()) return std::nullopt;
+  if (PyLong_Check(device.ptr())) return nb::cast<int>(device);
+  std::string text;
+  if (nb::isinstance<nb::str>(device)) {
+    text = nb::cast<std::string>(device);
+  } else if (nb::hasattr(device, "type") && nb::hasattr(device, "index")) {
+    text = text_of(device.attr("type"));
+    if (!device.attr("index").is_none()) text += ":" + text_of(device.attr("index"));
+  } else {
+    invalid_argument("device: expected None, an int, 'cuda[:N]' or a torch.device");
+  }
+  if (text == "cuda") return std::nullopt;
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.find_first_not_of("0123456789", 5) == std::string::npos)
+    return std::stoi(text.substr(5));
+  invalid_argument("device '" + text + "': rime plans run on CUDA devices ('cuda' or 'cuda:N')");
+}
+
+// `device` names the GPU to plan for and load on (ordinal_of); arch/sms plan for a device described instead of
+// queried.
+rime::PlanOptions options_for(nb::handle device, const std::optional<std::string>& arch,
+                              const std::optional<int>& sms) {
   rime::PlanOptions o;
+  o.device_ordinal = ordinal_of(device);
   if (arch || sms) {
-    rime::Result<rime::DeviceDesc> h200 = rime::DeviceDesc::from_arch(arch.value_or("sm_90a"), sms.value_or(132));
-    o.device = take(std::move(h200));
+    rime::Result<rime::DeviceDesc> d = rime::DeviceDesc::from_arch(arch.value_or("sm_90a"), sms.value_or(132));
+    o.device = take(std::move(d));
     o.device_source = "given by --arch/--sms";  // the CLI's words, so that explain() reads as `rime plan --explain`
   }
   return o;
 }
 
-// A device pointer: an int, or an object with data_ptr() (a torch tensor) -- never a copy or a conversion.
-void* pointer_of(const nb::handle& h, const std::string& what) {
-  if (nb::isinstance<nb::int_>(h)) return reinterpret_cast<void*>(nb::cast<uintptr_t>(h));
-  if (nb::hasattr(h, "data_ptr")) return reinterpret_cast<void*>(nb::cast<uintptr_t>(h.attr("data_ptr")()));
-  throw StatusError{rime::Status(rime::StatusCode::InvalidArgument,
-                                 what + ": expected a device pointer (an int) or an object with data_ptr()")};
+// ---- Buffers: what run() accepts and checks ----------------------------------------------------------------------
+
+// Interned attribute names, created once and never released (they outlive the interpreter's teardown of modules).
+PyObject* interned(const char* s) {
+  PyObject* o = PyUnicode_InternFromString(s);
+  if (!o) throw nb::python_error();
+  return o;
+}
+
+// A Python int that must be a non-negative 64-bit value (a pointer or a size).
+uintptr_t as_pointer(PyObject* o, const std::string& what) {
+  const unsigned long long v = PyLong_AsUnsignedLongLong(o);
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    invalid_argument(what + ": expected a non-negative int (a device pointer)");
+  }
+  return static_cast<uintptr_t>(v);
+}
+
+// The element type of a buffer as seen from Python: a rime DataType, or raw bytes (uint8/int8), which any one-byte
+// type (FP8, E8M0 scales, the FP4 container) accepts, since frameworks hold such data as bytes.
+struct SeenType {
+  std::optional<rime::DataType> dtype;
+  bool raw_bytes = false;
+  bool fp4_pairs = false;  // torch.float4_e2m1fn_x2: one element is a byte of two FP4 values (the container)
+  std::string name;        // as the object spells it
+};
+
+SeenType type_from_torch_name(const std::string& name) {
+  using rime::DataType;
+  static const std::pair<const char*, DataType> kNames[] = {
+      {"torch.float32", DataType::FP32},       {"torch.float16", DataType::FP16},
+      {"torch.bfloat16", DataType::BF16},      {"torch.float8_e4m3fn", DataType::FP8_E4M3},
+      {"torch.float8_e5m2", DataType::FP8_E5M2}, {"torch.float8_e8m0fnu", DataType::FP8_E8M0},
+      {"torch.int32", DataType::INT32},        {"torch.int64", DataType::INT64},
+  };
+  SeenType t;
+  t.name = name;
+  for (const auto& [n, d] : kNames)
+    if (name == n) t.dtype = d;
+  t.raw_bytes = name == "torch.uint8" || name == "torch.int8";
+  if (name == "torch.float4_e2m1fn_x2") {
+    t.dtype = DataType::FP4_E2M1;
+    t.fp4_pairs = true;
+  }
+  return t;
+}
+
+SeenType type_from_dlpack(nb::dlpack::dtype dt) {
+  using rime::DataType;
+  using Code = nb::dlpack::dtype_code;
+  SeenType t;
+  const auto code = static_cast<Code>(dt.code);
+  t.name = "dlpack(code " + std::to_string(dt.code) + ", " + std::to_string(dt.bits) + " bits)";
+  if (dt.lanes != 1) return t;
+  if (code == Code::Float && dt.bits == 32) t.dtype = DataType::FP32;
+  if (code == Code::Float && dt.bits == 16) t.dtype = DataType::FP16;
+  if (code == Code::Bfloat && dt.bits == 16) t.dtype = DataType::BF16;
+  if (code == Code::Float8_E4M3FN && dt.bits == 8) t.dtype = DataType::FP8_E4M3;
+  if (code == Code::Float8_E5M2 && dt.bits == 8) t.dtype = DataType::FP8_E5M2;
+  if (code == Code::Float8_E8M0FNU && dt.bits == 8) t.dtype = DataType::FP8_E8M0;
+  if (code == Code::Float4_E2M1FN && dt.bits == 4) t.dtype = DataType::FP4_E2M1;
+  if (code == Code::Int && dt.bits == 32) t.dtype = DataType::INT32;
+  if (code == Code::Int && dt.bits == 64) t.dtype = DataType::INT64;
+  t.raw_bytes = (code == Code::UInt || code == Code::Int) && dt.bits == 8;
+  return t;
+}
+
+// torch dtype objects are singletons: their rime type is looked up by identity after the first time.
+const SeenType& torch_type(PyObject* dtype_obj) {
+  static std::vector<std::pair<PyObject*, SeenType>> seen;  // the GIL guards it
+  for (const auto& [o, t] : seen)
+    if (o == dtype_obj) return t;
+  const std::string name = text_of(dtype_obj);
+  Py_INCREF(dtype_obj);  // held forever, so that the identity stays this dtype's
+  seen.emplace_back(dtype_obj, type_from_torch_name(name));
+  return seen.back().second;
+}
+
+std::string list_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// The shape the buffer of `t` has as Python sees it: the logical dims and strides, except for an FP4 tensor held as
+// bytes (uint8, or torch.float4_e2m1fn_x2), which is its byte container (SPEC section 1).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> expected_shape(const rime::TensorDesc& t, bool container) {
+  std::vector<int64_t> dims = t.dims, strides = t.strides;
+  if (!container) return {dims, strides};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (strides[i] == 1) dims[i] /= 2;
+    else strides[i] /= 2;
+  }
+  return {dims, strides};
+}
+
+// Dims and strides address the same elements when they agree after dropping every extent-1 dim (its stride is never
+// multiplied by a nonzero index): a [1] scale binds a [1, 1, 1, 1] tensor, and a transposed view's unit dims may
+// carry any stride.
+bool same_addressing(const std::vector<int64_t>& dims_a, const std::vector<int64_t>& strides_a,
+                     const std::vector<int64_t>& dims_b, const std::vector<int64_t>& strides_b) {
+  std::vector<std::pair<int64_t, int64_t>> a, b;
+  for (size_t i = 0; i < dims_a.size(); ++i)
+    if (dims_a[i] != 1) a.emplace_back(dims_a[i], strides_a[i]);
+  for (size_t i = 0; i < dims_b.size(); ++i)
+    if (dims_b[i] != 1) b.emplace_back(dims_b[i], strides_b[i]);
+  return a == b;
+}
+
+// What run() reads off one buffer object.
+struct SeenBuffer {
+  uintptr_t ptr = 0;
+  SeenType type;
+  std::vector<int64_t> dims, strides;
+  int device = -1;  // CUDA ordinal, -1 when not on a CUDA device
+  std::string device_name;
+};
+
+std::vector<int64_t> int_tuple(PyObject* tuple, const std::string& what) {
+  if (!PyTuple_Check(tuple)) invalid_argument(what + ": expected a tuple");
+  std::vector<int64_t> out(static_cast<size_t>(PyTuple_GET_SIZE(tuple)));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    invalid_argument(what + ": expected ints");
+  }
+  return out;
+}
+
+// A torch-like tensor (data_ptr(), shape, stride(), dtype, get_device()): read with plain attribute calls, which
+// cost well under a microsecond, where its __dlpack__ is Python code that costs several.
+SeenBuffer read_torch_like(nb::handle h, const std::string& what) {
+  static PyObject* const s_data_ptr = interned("data_ptr");
+  static PyObject* const s_shape = interned("shape");
+  static PyObject* const s_stride = interned("stride");
+  static PyObject* const s_dtype = interned("dtype");
+  static PyObject* const s_get_device = interned("get_device");
+  SeenBuffer b;
+  auto call = [&](PyObject* name) {
+    PyObject* r = PyObject_CallMethodNoArgs(h.ptr(), name);
+    if (!r) throw nb::python_error();
+    return nb::steal(r);
+  };
+  auto get = [&](PyObject* name) {
+    PyObject* r = PyObject_GetAttr(h.ptr(), name);
+    if (!r) throw nb::python_error();
+    return nb::steal(r);
+  };
+  b.ptr = as_pointer(call(s_data_ptr).ptr(), what + ".data_ptr()");
+  b.dims = int_tuple(get(s_shape).ptr(), what + ".shape");
+  b.strides = int_tuple(call(s_stride).ptr(), what + ".stride()");
+  b.type = torch_type(get(s_dtype).ptr());
+  const long long dev = PyLong_AsLongLong(call(s_get_device).ptr());
+  if (dev == -1 && PyErr_Occurred()) throw nb::python_error();
+  b.device = static_cast<int>(dev);
+  b.device_name = b.device >= 0 ? "cuda:" + std::to_string(b.device) : "a device other than CUDA";
+  return b;
+}
+
+// Any object with __dlpack__ (CuPy, JAX, numba, ...), through nanobind's DLPack import: no copy, no conversion.
+SeenBuffer read_dlpack(nb::handle h, const std::string& what) {
+  nb::ndarray<> a;
+  if (!nb::try_cast(h, a, false)) invalid_argument(what + ": its __dlpack__ export failed");
+  SeenBuffer b;
+  b.ptr = reinterpret_cast<uintptr_t>(a.data());
+  b.type = type_from_dlpack(a.dtype());
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    b.dims.push_back(a.shape(i));
+    b.strides.push_back(a.stride(i));
+  }
+  const bool cuda = a.device_type() == nb::device::cuda::value;
+  b.device = cuda ? a.device_id() : -1;
+  b.device_name = cuda ? "cuda:" + std::to_string(b.device) : "DLPack device type " + std::to_string(a.device_type());
+  return b;
+}
+
+// The device pointer of buffer `h` bound to tensor `t`: an int is taken as it is; a tensor object must match the
+// graph's tensor in dtype, shape, strides and device (InvalidArgument naming the tensor and both values), and is
+// never copied, cast or made contiguous.
+void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
+  const std::string what = "run(): " + t.name;
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), what));
+  static PyObject* const s_data_ptr = interned("data_ptr");
+  static PyObject* const s_dlpack = interned("__dlpack__");
+  SeenBuffer b;
+  if (PyObject_HasAttr(h.ptr(), s_data_ptr)) b = read_torch_like(h, what);
+  else if (PyObject_HasAttr(h.ptr(), s_dlpack)) b = read_dlpack(h, what);
+  else invalid_argument(what + ": expected a device pointer (an int), a tensor with data_ptr(), or an object with "
+                        "__dlpack__");
+  const bool one_byte = rime::DataType::FP8_E4M3 == t.dtype || rime::DataType::FP8_E5M2 == t.dtype ||
+                        rime::DataType::FP8_E8M0 == t.dtype || rime::DataType::FP4_E2M1 == t.dtype;
+  const bool type_ok = (b.type.dtype && *b.type.dtype == t.dtype) || (b.type.raw_bytes && one_byte);
+  if (!type_ok)
+    invalid_argument(what + ": dtype " + b.type.name + " differs from the graph's " +
+                     std::string(rime::to_string(t.dtype)) + (one_byte ? " (or raw bytes: uint8, int8)" : ""));
+  const bool container = t.dtype == rime::DataType::FP4_E2M1 && (b.type.raw_bytes || b.type.fp4_pairs);
+  const auto [dims, strides] = expected_shape(t, container);
+  if (!same_addressing(b.dims, b.strides, dims, strides)) {
+    const std::string held = container ? " (FP4 held as bytes: the byte container of the graph's dims " +
+                                             list_str(t.dims) + ")"
+                                       : "";
+    if (b.dims.size() != dims.size() || !same_addressing(b.dims, dims, dims, dims))
+      invalid_argument(what + ": shape " + list_str(b.dims) + " differs from the graph's " + list_str(dims) + held);
+    invalid_argument(what + ": strides " + list_str(b.strides) + " differ from the graph's " + list_str(strides) +
+                     " (shape " + list_str(dims) + ")" + held + "; rime never copies a tensor to make it fit");
+  }
+  if (b.device < 0)
+    invalid_argument(what + ": the buffer is on " + b.device_name + "; the plan runs on " +
+                     (plan_device >= 0 ? "cuda:" + std::to_string(plan_device) : std::string("a CUDA device")));
+  if (plan_device >= 0 && b.device != plan_device)
+    invalid_argument(what + ": the buffer is on cuda:" + std::to_string(b.device) + ", the plan runs on cuda:" +
+                     std::to_string(plan_device));
+  return reinterpret_cast<void*>(b.ptr);
+}
+
+// A CUstream: an int, an object with `cuda_stream` (torch.cuda.Stream), or the CUDA stream protocol
+// (`__cuda_stream__()` -> (version, handle)); None is the legacy default stream.
+void* stream_of(nb::handle h) {
+  if (h.is_none()) return nullptr;
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "run(): stream"));
+  if (nb::hasattr(h, "__cuda_stream__")) {
+    nb::object pair = h.attr("__cuda_stream__")();
+    return reinterpret_cast<void*>(as_pointer(nb::object(pair[1]).ptr(), "run(): stream.__cuda_stream__()[1]"));
+  }
+  if (nb::hasattr(h, "cuda_stream"))
+    return reinterpret_cast<void*>(as_pointer(h.attr("cuda_stream").ptr(), "run(): stream.cuda_stream"));
+  invalid_argument("run(): stream: expected an int (a CUstream), None, or a stream object (cuda_stream or "
+                   "__cuda_stream__)");
+}
+
+void* workspace_of(nb::handle h, int plan_device) {
+  if (h.is_none()) return nullptr;
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "run(): workspace"));
+  static PyObject* const s_data_ptr = interned("data_ptr");
+  static PyObject* const s_get_device = interned("get_device");
+  if (PyObject_HasAttr(h.ptr(), s_data_ptr) && PyObject_HasAttr(h.ptr(), s_get_device)) {
+    const int dev = nb::cast<int>(h.attr("get_device")());
+    if (plan_device >= 0 && dev != plan_device)
+      invalid_argument("run(): workspace: on device " + std::to_string(dev) + ", the plan runs on cuda:" +
+                       std::to_string(plan_device));
+    return reinterpret_cast<void*>(nb::cast<uintptr_t>(h.attr("data_ptr")()));
+  }
+  invalid_argument("run(): workspace: expected a device pointer (an int) or a tensor with data_ptr()");
 }
 
 nb::dict kernel_dict(const rime::KernelInfo& k) {
@@ -67,6 +345,85 @@ nb::dict kernel_dict(const rime::KernelInfo& k) {
   d["compile_ms"] = k.compile_ms;
   d["cubin_bytes"] = k.cubin_bytes;
   return d;
+}
+
+nb::dict tensor_dict(const rime::TensorDesc& t) {
+  nb::dict d;
+  d["name"] = t.name;
+  d["uid"] = t.uid;
+  d["dims"] = t.dims;
+  d["strides"] = t.strides;
+  d["dtype"] = std::string(rime::to_string(t.dtype));
+  d["output"] = t.is_output;
+  return d;
+}
+
+// ---- The plan cache ----------------------------------------------------------------------------------------------
+
+const char* kind_name(rime::cache::EntryKind k) {
+  switch (k) {
+    case rime::cache::EntryKind::Entry: return "entry";
+    case rime::cache::EntryKind::OtherFormat: return "other-format";
+    case rime::cache::EntryKind::Foreign: return "foreign";
+  }
+  return "?";
+}
+
+// The fields of `rime cache ls --json`.
+nb::dict entry_dict(const rime::cache::EntryInfo& e) {
+  nb::dict d;
+  d["name"] = e.name;
+  d["kind"] = kind_name(e.kind);
+  d["key"] = e.key;
+  d["engine"] = e.engine;
+  d["kernel"] = e.name_expression;
+  d["lowered_name"] = e.lowered_name;
+  d["arch"] = e.arch;
+  d["bytes"] = e.bytes;
+  d["cubin_bytes"] = e.cubin_bytes;
+  d["compile_ms"] = e.compile_ms;
+  d["created"] = e.created;
+  d["last_used"] = e.last_used;
+  d["valid"] = e.valid;
+  d["problem"] = e.problem;
+  d["path"] = e.path;
+  d["blocks_entry"] = e.blocks_entry;
+  return d;
+}
+
+// The process's disk cache (set_cache_dir's directory, else the environment's), or CacheCorrupt naming why there is
+// none, as `rime cache` reports it.
+const rime::cache::DiskCache& disk_cache() {
+  const rime::cache::Settings& s = rime::cache::settings();
+  if (!s.cache)
+    throw StatusError{rime::Status(rime::StatusCode::CacheCorrupt, "no usable cache directory: " + s.disabled_why)};
+  return *s.cache;
+}
+
+nb::list entry_list(const std::vector<rime::cache::EntryInfo>& entries) {
+  nb::list out;
+  for (const auto& e : entries) out.append(entry_dict(e));
+  return out;
+}
+
+// ---- Logging -----------------------------------------------------------------------------------------------------
+
+// The library's log lines, into logging.getLogger("rime") (INFO: each compile, before it starts and with its time;
+// WARNING: cache problems). Called from any thread, with no lock of rime's held; takes the GIL.
+void log_to_python(rime::log::Level level, const std::string& line) {
+  if (!Py_IsInitialized()) return;
+  nb::gil_scoped_acquire gil;
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);  // a log line never replaces an exception in flight
+  try {
+    const int py_level = level == rime::log::Level::Warn ? 30 : level == rime::log::Level::Info ? 20 : 10;
+    nb::module_::import_("logging").attr("getLogger")("rime").attr("log")(py_level, line);
+  } catch (...) {
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, trace);
 }
 
 }  // namespace
@@ -86,12 +443,25 @@ NB_MODULE(_rime, m) {
     }
   });
 
+  rime::log::set_sink(log_to_python, rime::log::Level::Info);
+  m.def(
+      "_stop_logging", []() { rime::log::set_sink(nullptr, rime::log::Level::Off); },
+      "Log lines go to stderr again (registered with atexit: no call into Python during its teardown).");
+
   nb::class_<rime::Graph>(m, "Graph", "A validated attention graph (docs/graph-json.md).")
       .def_static(
           "from_json", [](const std::string& text) { return take(rime::graph_from_json(text)); }, "text"_a,
           "Parses and validates a graph document; InvalidJsonError / InvalidGraphError name the field.")
       .def_prop_ro("name", [](const rime::Graph& g) { return g.name(); })
       .def_prop_ro("hash", [](const rime::Graph& g) { return rime::graph_hash(g); }, "sha256 of the canonical form")
+      .def_prop_ro(
+          "tensors",
+          [](const rime::Graph& g) {
+            nb::list out;
+            for (const rime::TensorDesc& t : g.tensors()) out.append(tensor_dict(t));
+            return out;
+          },
+          "Every tensor, in declaration order: name, uid, dims, strides, dtype, output.")
       .def("to_json", [](const rime::Graph& g, bool pretty) { return rime::graph_to_json(g, pretty); },
            "pretty"_a = true);
 
@@ -101,9 +471,16 @@ NB_MODULE(_rime, m) {
 
   nb::class_<rime::Plan>(m, "Plan", "A graph compiled for one device (docs/plan-json.md).")
       .def_static(
-          "load", [](const std::string& artifact) { return take(rime::Plan::load(artifact)); }, "artifact"_a,
-          nb::call_guard<nb::gil_scoped_release>(), "Restores a plan from Plan.to_json() (kernels from the cache).")
+          "load",
+          [](const std::string& artifact, nb::handle device) {
+            const std::optional<int> ordinal = ordinal_of(device);
+            nb::gil_scoped_release release;
+            return take(rime::Plan::load(artifact, ordinal));
+          },
+          "artifact"_a, "device"_a = nb::none(),
+          "Restores a plan from Plan.to_json() (kernels from the cache), loaded on `device` as plan() loads.")
       .def("to_json", &rime::Plan::to_json)
+      .def_prop_ro("graph", &rime::Plan::graph, "the graph the plan was made from")
       .def_prop_ro("workspace_size", &rime::Plan::workspace_size, "bytes of device memory run() needs")
       .def_prop_ro("row", [](const rime::Plan& p) { return p.config().decision.row_id; })
       .def_prop_ro("split_kv", [](const rime::Plan& p) { return p.config().decision.split_kv; })
@@ -118,54 +495,90 @@ NB_MODULE(_rime, m) {
                      return out;
                    })
       .def_prop_ro("prepared", &rime::Plan::prepared)
+      .def_prop_ro("device", &rime::Plan::device_ordinal, "the CUDA device the kernels are loaded on (-1: none)")
+      .def_prop_ro(
+          "uids",
+          [](const rime::Plan& p) {
+            std::vector<int64_t> out;
+            for (const rime::TensorDesc& t : p.graph().tensors()) out.push_back(t.uid);
+            return out;
+          },
+          "The graph's tensor uids in declaration order: the order run_pointers() takes its pointers in.")
       .def(
           "explain", [](const rime::Plan& p, bool as_json) { return as_json ? p.explain().json : p.explain().text; },
           "json"_a = false, "The text of `rime plan --explain` (json=True: its JSON document).")
       .def(
           "run",
-          [](const rime::Plan& p, const nb::dict& buffers, const nb::handle& workspace, uintptr_t stream) {
-            // By tensor name or uid; converted before the GIL is released.
+          [](const rime::Plan& p, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
+            // By tensor name or uid; every object read and checked before the GIL is released.
+            const std::vector<rime::TensorDesc>& tensors = p.graph().tensors();
+            const int device = p.device_ordinal();
             std::unordered_map<int64_t, void*> by_uid;
             for (auto [key, value] : buffers) {
-              int64_t uid = -1;
-              if (nb::isinstance<nb::int_>(key)) {
-                uid = nb::cast<int64_t>(key);
+              const rime::TensorDesc* t = nullptr;
+              if (PyLong_Check(key.ptr())) {
+                const int64_t uid = nb::cast<int64_t>(key);
+                t = p.graph().find_tensor(uid);
+                if (!t) invalid_argument("run(): the graph has no tensor of uid " + std::to_string(uid));
               } else {
                 const std::string name = nb::cast<std::string>(key);
-                for (const rime::TensorDesc& t : p.graph().tensors())
-                  if (t.name == name) uid = t.uid;
-                if (uid < 0)
-                  throw StatusError{rime::Status(rime::StatusCode::InvalidArgument,
-                                                 "run(): the graph has no tensor named '" + name + "'")};
+                for (const rime::TensorDesc& d : tensors)
+                  if (d.name == name) t = &d;
+                if (!t) invalid_argument("run(): the graph has no tensor named '" + name + "'");
               }
-              by_uid[uid] = pointer_of(value, "buffer " + nb::cast<std::string>(nb::str(key)));
+              by_uid[t->uid] = pointer_for(*t, value, device);
             }
-            void* ws = workspace.is_none() ? nullptr : pointer_of(workspace, "workspace");
+            void* ws = workspace_of(workspace, device);
+            void* cu_stream = stream_of(stream);
             rime::Status s;
             {
               nb::gil_scoped_release release;
-              s = p.execute(by_uid, ws, reinterpret_cast<void*>(stream));
+              s = p.execute(by_uid, ws, cu_stream);
             }
             check(s);
           },
-          "buffers"_a, "workspace"_a = nb::none(), "stream"_a = 0,
-          "Runs the plan on `stream` (a CUstream as an int; 0 the legacy default stream): no allocation, copy, "
-          "synchronization or compile.");
+          "buffers"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
+          "Runs the plan on `stream` (an int CUstream, a stream object, or None: the legacy default stream). "
+          "buffers: by tensor name or uid, a device pointer (int, unchecked) or a tensor (data_ptr() or "
+          "__dlpack__) whose dtype, shape, strides and device must be the graph's. No allocation, copy, cast, "
+          "synchronization or compile: capturable in a CUDA graph.")
+      .def(
+          "run_pointers",
+          [](const rime::Plan& p, const std::vector<uintptr_t>& pointers, uintptr_t workspace, uintptr_t stream) {
+            const std::vector<rime::TensorDesc>& tensors = p.graph().tensors();
+            if (pointers.size() != tensors.size())
+              invalid_argument("run_pointers(): " + std::to_string(pointers.size()) + " pointers for the graph's " +
+                               std::to_string(tensors.size()) + " tensors (in the order of Plan.uids)");
+            std::unordered_map<int64_t, void*> by_uid;
+            by_uid.reserve(tensors.size());
+            for (size_t i = 0; i < tensors.size(); ++i) by_uid[tensors[i].uid] = reinterpret_cast<void*>(pointers[i]);
+            rime::Status s;
+            {
+              nb::gil_scoped_release release;
+              s = p.execute(by_uid, reinterpret_cast<void*>(workspace), reinterpret_cast<void*>(stream));
+            }
+            check(s);
+          },
+          "pointers"_a, "workspace"_a = 0, "stream"_a = 0,
+          "run() for callers that built the graph from their tensors: one device pointer per graph tensor, in the "
+          "order of Plan.uids, taken unchecked (the library still checks null, alignment and overlap).");
 
   m.def(
       "plan",
-      [](const rime::Graph& g, std::optional<std::string> arch, std::optional<int> sms) {
-        rime::PlanOptions o = options_for(arch, sms);
+      [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms) {
+        rime::PlanOptions o = options_for(device, arch, sms);
         nb::gil_scoped_release release;
         return take(rime::Plan::build(g, o));
       },
-      "graph"_a, "arch"_a = nb::none(), "sms"_a = nb::none(),
-      "Validates, matches the capability rows, chooses and compiles (through the plan cache). Without arch/sms: "
-      "the current GPU, else the H200 defaults.");
+      "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(),
+      "Validates, matches the capability rows, chooses and compiles (through the plan cache), and loads the kernels "
+      "on `device` (None: the current GPU; an int, 'cuda:N' or a torch.device). arch/sms: plan for that device "
+      "instead of querying one (the other from the H200's); no GPU: the H200 defaults.");
   m.def(
       "explain",
-      [](const rime::Graph& g, std::optional<std::string> arch, std::optional<int> sms, bool as_json) {
-        rime::PlanOptions o = options_for(arch, sms);
+      [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
+         bool as_json) {
+        rime::PlanOptions o = options_for(device, arch, sms);
         rime::Explanation e;
         {
           nb::gil_scoped_release release;
@@ -173,37 +586,97 @@ NB_MODULE(_rime, m) {
         }
         return as_json ? e.json : e.text;
       },
-      "graph"_a, "arch"_a = nb::none(), "sms"_a = nb::none(), "json"_a = false,
+      "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "json"_a = false,
       "The text of `rime plan --explain` for any graph, also one no row serves (its rows' reasons).");
+
   m.def(
       "set_cache_dir", [](const std::string& dir) { check(rime::set_cache_dir(dir)); }, "dir"_a,
       "The plan cache's directory for this process; before the first plan only.");
+  m.def("cache_dir", []() { return rime::cache::settings().dir; }, "The plan cache's directory (empty: memory only).");
   m.def(
-      "cache_entries",
+      "_cache_ls",
       []() {
-        nb::list out;
-        const rime::cache::Settings& s = rime::cache::settings();
-        if (!s.cache) return out;
+        const rime::cache::DiskCache& disk = disk_cache();
         std::vector<rime::cache::EntryInfo> entries;
         {
           nb::gil_scoped_release release;
-          entries = s.cache->list(true);
+          entries = disk.list(true);
         }
-        for (const auto& e : entries) {
-          nb::dict d;
-          d["name"] = e.name;
-          d["kind"] = e.kind == rime::cache::EntryKind::Entry       ? "entry"
-                      : e.kind == rime::cache::EntryKind::OtherFormat ? "other-format"
-                                                                    : "foreign";
-          d["kernel"] = e.name_expression;
-          d["arch"] = e.arch;
-          d["bytes"] = e.bytes;
-          d["valid"] = e.valid;
-          d["problem"] = e.problem;
-          out.append(d);
+        return entry_list(entries);
+      });
+  m.def(
+      "_cache_stats",
+      []() {
+        const rime::cache::DiskCache& disk = disk_cache();
+        rime::cache::DiskCache::Stats st;
+        {
+          nb::gil_scoped_release release;
+          st = disk.stats();
         }
-        return out;
+        nb::dict d;
+        d["dir"] = disk.dir();
+        d["entries"] = st.entries;
+        d["foreign"] = st.foreign;
+        d["bytes"] = st.bytes;
+        d["max_bytes"] = disk.max_bytes();
+        d["invalid"] = st.invalid;
+        d["compile_ms_saved_per_cold_start"] = st.compile_ms;
+        return d;
+      });
+  m.def(
+      "_cache_verify",
+      []() {
+        const rime::cache::DiskCache& disk = disk_cache();
+        std::vector<rime::cache::EntryInfo> listed, bad;
+        {
+          nb::gil_scoped_release release;
+          listed = disk.list(false);
+          bad = disk.verify();
+        }
+        int64_t checked = 0;
+        std::vector<rime::cache::EntryInfo> foreign;
+        for (const auto& e : listed) {
+          checked += e.kind == rime::cache::EntryKind::Entry;
+          if (e.kind == rime::cache::EntryKind::Foreign) foreign.push_back(e);
+        }
+        nb::dict d;
+        d["checked"] = checked;
+        d["quarantined"] = entry_list(bad);
+        d["foreign"] = entry_list(foreign);
+        return d;
+      });
+  m.def(
+      "_cache_prune",
+      [](std::optional<int64_t> max_bytes) {
+        const rime::cache::DiskCache& disk = disk_cache();
+        const int64_t cap = max_bytes.value_or(disk.max_bytes());
+        if (cap < 0) invalid_argument("cache prune: max_bytes " + std::to_string(cap) + " is negative");
+        std::vector<rime::cache::EntryInfo> evicted;
+        {
+          nb::gil_scoped_release release;
+          evicted = disk.prune(cap);
+        }
+        nb::dict d;
+        d["max_bytes"] = cap;
+        d["evicted"] = entry_list(evicted);
+        return d;
       },
-      "The plan cache's entries, as `rime cache ls --json` lists them.");
-  m.def("cache_dir", []() { return rime::cache::settings().dir; }, "The plan cache's directory (empty: memory only).");
+      "max_bytes"_a = nb::none());
+  m.def(
+      "_parse_bytes",
+      [](const std::string& text) {
+        const std::optional<int64_t> v = rime::parse_bytes(text);
+        if (!v) invalid_argument("max_bytes '" + text + "': digits, optionally followed by K, M, G or T");
+        return *v;
+      },
+      "text"_a);
+  m.def("_cache_clear", []() {
+    const rime::cache::DiskCache& disk = disk_cache();
+    rime::Result<int> n = rime::Status();
+    {
+      nb::gil_scoped_release release;
+      n = disk.clear();
+    }
+    return take(std::move(n));
+  });
 }

@@ -4,10 +4,11 @@
     g = rime.Graph.from_json(open("examples/fp8_prefill.json").read())
     plan = rime.plan(g)                 # validate, match the rows, choose, NVRTC compile through the plan cache
     print(plan.explain())               # the text of `rime plan --explain`
-    plan.run({"Q": q_ptr, ...}, workspace=ws_ptr, stream=stream)   # device pointers or objects with data_ptr()
+    plan.run({"Q": q, "K": k, ...}, workspace=ws, stream=stream)   # tensors (checked) or device pointers
 
-`import rime` needs no torch; docs/python.md is the guide.
+`import rime` needs no torch; `rime.torch` is the torch layer (torch.ops.rime.*). docs/python.md is the guide.
 """
+import atexit as _atexit
 import os as _os
 
 
@@ -33,12 +34,32 @@ def _nvrtc_from_wheel():
 
 _nvrtc_from_wheel()
 
-from ._rime import Graph, Plan, __version__, cache_dir, cache_entries, explain, plan, set_cache_dir, validate
+from . import _rime
+from ._rime import Graph, Plan, __version__, cache_dir, explain, plan, set_cache_dir, validate
+from . import cache
 from .builder import GraphBuilder, Tensor
 from .errors import (CacheCorruptError, CompileFailedError, CudaError, InternalError, InvalidArgumentError,
-                     InvalidGraphError, InvalidJsonError, NotSupportedError, RimeError)
+                     InvalidGraphError, InvalidJsonError, NotSupportedError, PlanNotReadyError, RimeError)
 
-__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "validate", "set_cache_dir", "cache_dir",
-           "cache_entries",
+# The library logs into logging.getLogger("rime") (each compile at INFO before it starts and with its time); at exit
+# its lines go back to stderr, so that no thread calls into Python during the interpreter's teardown.
+_atexit.register(_rime._stop_logging)
+
+
+def cache_entries():
+    """The plan cache's entries, as `rime cache ls --json` lists them (rime.cache.ls())."""
+    return cache.ls()
+
+
+def warmup(graphs, device=None):
+    """Plans every graph on `device` (None: the current GPU) and loads its kernels, compiling what the cache does not
+    hold: what a server calls before CUDA-graph capture, so that no plan is made while capturing. Returns the plans.
+    For the torch ops' shapes, rime.torch.warmup."""
+    return [plan(g, device=device) for g in graphs]
+
+
+__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "validate", "warmup", "set_cache_dir",
+           "cache_dir", "cache_entries", "cache",
            "RimeError", "InvalidGraphError", "InvalidJsonError", "NotSupportedError", "CompileFailedError",
-           "CacheCorruptError", "CudaError", "InternalError", "InvalidArgumentError", "__version__"]
+           "CacheCorruptError", "CudaError", "InternalError", "InvalidArgumentError", "PlanNotReadyError",
+           "__version__"]

@@ -57,6 +57,12 @@ class InvalidArgumentError(RimeError):
     code = "InvalidArgument"
 
 
+class PlanNotReadyError(InvalidArgumentError):
+    """A torch op met a shape with no plan while its stream was capturing a CUDA graph, where a plan cannot be made
+    (it may compile). The message names the op and the shape; rime.torch.warmup(...) or one eager call before the
+    capture makes the plan."""
+
+
 _BY_CODE = {cls.code: cls for cls in (InvalidGraphError, InvalidJsonError, NotSupportedError, CompileFailedError,
                                       CacheCorruptError, CudaError, InternalError, InvalidArgumentError)}
 
