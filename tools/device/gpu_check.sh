@@ -13,6 +13,9 @@
 #              warp-specialized kernel's draws and the ragged draws planned on it
 #   bench ab overhead oracle   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's
 #              cost, the split oracle)
+#   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
+#              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
+#              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
 # Binaries come from build/ (or .carry/bin when a session carried them: tools/device/prepare_carry.sh).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
@@ -88,6 +91,21 @@ for step in $steps; do
     overhead) timeout 300 "$root/tools/bench/overhead.sh" "$bin/rime" "$out" 2>&1 | tail -6 ;;
     oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
+    python)
+      t0=$SECONDS
+      (cd "$root" && python3 -m venv --system-site-packages /tmp/rime-venv &&
+        /tmp/rime-venv/bin/python -m pip install -q --no-build-isolation --no-deps . ) > "$out/pip.log" 2>&1
+      echo "pip install: exit $? in $((SECONDS - t0)) s"
+      py=/tmp/rime-venv/bin/python
+      (cd "$root" && RIME_CLI=$bin/rime timeout 400 $py -m pytest -ra -q python/tests) 2>&1 | tee "$out/pytest.log" |
+        tail -15
+      for f in "$root"/examples/python/*.py; do
+        echo "== $(basename "$f")"
+        timeout 120 $py "$f" 2>&1 | tail -12
+        echo "[exit ${PIPESTATUS[0]}]"
+      done 2>&1 | tee "$out/examples_python.log"
+      timeout 120 $py "$root/tools/bench/python_overhead.py" --csv "$out/python_overhead.csv" 2>&1 |
+        tee "$out/python_overhead.md" ;;
     *) echo "gpu_check.sh: unknown step '$step'"; exit 2 ;;
   esac
 done

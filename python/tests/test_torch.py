@@ -1,0 +1,120 @@
+"""The torch layer without a GPU (skipped, with the reason, without torch): the operators, their fake kernels under
+torch.compile, warmup for an arch, and the errors that name an argument. On meta tensors: no device memory."""
+import pytest
+
+import rime
+
+torch = pytest.importorskip("torch", reason="the torch layer's tests need torch")
+import rime.torch  # noqa: E402  (registers torch.ops.rime.*)
+
+F8 = torch.float8_e4m3fn
+OPS = ["attention", "attention_out", "attention_varlen", "attention_varlen_out", "paged_attention",
+       "paged_attention_out", "attention_block_scaled", "attention_block_scaled_out"]
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, device="meta", dtype=dtype)
+
+
+def scale():
+    return meta(1, dtype=torch.float32)
+
+
+# One call of each operator, as (name, args, kwargs), on meta tensors.
+def calls():
+    q, k = meta(2, 130, 8, 64), meta(2, 300, 2, 64)
+    q8, k8 = meta(2, 130, 8, 128, dtype=F8), meta(2, 300, 2, 128, dtype=F8)
+    tq, tk = meta(700, 8, 128), meta(900, 2, 128)
+    cu = meta(4, dtype=torch.int32)
+    pq, cache = meta(4, 2, 32, 128, dtype=F8), meta(300, 16, 8, 128, dtype=F8)
+    table, lens = meta(4, 40, dtype=torch.int32), meta(4, dtype=torch.int32)
+    bq = meta(2, 200, 8, 128, dtype=F8)
+    return [
+        ("attention", (q, k, k), dict(causal=True, return_lse=True)),
+        ("attention_out", (q8, k8, k8, meta(2, 130, 8, 128), meta(2, 8, 130, dtype=torch.float32), scale(), scale(),
+                           scale()), dict(causal=True)),
+        ("attention_varlen", (tq, tk, tk, cu, cu, 400, 500), dict(causal=True, return_lse=True)),
+        ("attention_varlen_out", (tq, tk, tk, cu, cu, 400, 500, meta(700, 8, 128)), dict()),
+        ("paged_attention", (pq, cache, cache, table, lens, scale(), scale(), scale()), dict()),
+        # An HND cache [pages, H_kv, page, D] as the NHD view the operator takes: strides, no copy.
+        ("paged_attention_out", (meta(4, 1, 32, 128), meta(300, 8, 16, 128, dtype=F8).transpose(1, 2),
+                                 meta(300, 8, 16, 128, dtype=F8).transpose(1, 2), table, lens, meta(4, 1, 32, 128)),
+         dict(descale_k=scale(), descale_v=scale())),
+        ("attention_block_scaled", (bq, bq, bq, scale(), scale(), scale()), dict(format="nvfp4")),
+        ("attention_block_scaled_out", (bq, bq, bq, scale(), scale(), scale(), meta(2, 200, 8, 128, dtype=F8),
+                                        meta(2, 256, 8, 4, dtype=torch.float8_e8m0fnu)),
+         dict(format="mxfp8", sf_layout="token_major")),
+    ]
+
+
+def test_every_operator_is_registered():
+    for name in OPS:
+        schema = str(getattr(torch.ops.rime, name).default._schema)
+        assert schema.startswith(f"rime::{name}(")
+        assert ("Tensor(a!) " in schema) == name.endswith("_out")
+
+
+def test_fake_kernels_give_the_outputs():
+    out, lse = torch.ops.rime.attention(meta(2, 130, 8, 64), meta(2, 300, 2, 64), meta(2, 300, 2, 64), causal=True,
+                                        return_lse=True)
+    assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((2, 130, 8, 64), torch.bfloat16, (2, 8, 130), torch.float32)
+    out, lse = torch.ops.rime.attention(meta(1, 4, 8, 128, dtype=F8), meta(1, 4, 8, 128, dtype=F8),
+                                        meta(1, 4, 8, 128, dtype=F8), scale(), scale(), scale())
+    assert (out.dtype, lse.shape) == (torch.bfloat16, (0,))  # FP8 in, BF16 out by default; no LSE asked for
+    out, lse = torch.ops.rime.attention_varlen(meta(700, 8, 128), meta(900, 2, 64 + 64), meta(900, 2, 128),
+                                               meta(4, dtype=torch.int32), meta(4, dtype=torch.int32), 400, 500,
+                                               return_lse=True)
+    assert (out.shape, lse.shape) == ((700, 8, 128), (8, 700))
+    codes, sf = torch.ops.rime.attention_block_scaled(*(meta(2, 200, 8, 128, dtype=F8),) * 3, scale(), scale(), scale())
+    assert (codes.shape, codes.dtype, sf.shape, sf.dtype) == ((2, 200, 8, 64), torch.uint8, (2, 8, 256, 8), F8)
+    codes, sf = torch.ops.rime.attention_block_scaled(*(meta(2, 200, 8, 128, dtype=F8),) * 3, scale(), scale(), scale(),
+                                                      format="mxfp8", sf_layout="token_major")
+    assert (codes.shape, codes.dtype, sf.shape, sf.dtype) == ((2, 200, 8, 128), F8, (2, 256, 8, 4),
+                                                              torch.float8_e8m0fnu)
+
+
+def test_torch_compile_traces_every_operator_without_a_graph_break():
+    import torch._dynamo
+
+    def model(*args):
+        outs = []
+        for name, a, kw in calls():
+            r = getattr(torch.ops.rime, name)(*a, **kw)
+            outs.append(r)
+        return outs
+
+    explanation = torch._dynamo.explain(model)()
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+    # fullgraph=True through AOT autograd: the _out operators' writes become functional and back.
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager", dynamic=False)
+    assert len(compiled()) == len(OPS)
+
+
+@pytest.mark.parametrize("name,args,kwargs", calls(), ids=OPS)
+def test_warmup_for_an_arch_compiles_the_operators_plan_without_a_gpu(name, args, kwargs):
+    plan = rime.torch.warmup(getattr(torch.ops.rime, name), *args, arch="sm_90a", **kwargs)
+    assert plan.kernels and all(k["arch"] == "sm_90a" for k in plan.kernels)
+    listed = {e["name"] for e in rime.cache.ls()}
+    assert {f'{k["engine"]}.{k["key"][:16]}' for k in plan.kernels} <= listed
+    assert rime.torch.plan_count() == 0  # planned for an arch, not for a GPU of this process: nothing kept
+
+
+def test_wrong_arguments_are_named():
+    q8 = meta(1, 64, 8, 128, dtype=F8)
+    with pytest.raises(rime.InvalidArgumentError, match="descale_q: FP8 K and V"):
+        rime.torch.warmup("attention", q8, q8, q8, arch="sm_90a")
+    q = meta(1, 64, 8, 128)
+    with pytest.raises(rime.InvalidArgumentError, match="descale_k: given for torch.bfloat16 K and V"):
+        rime.torch.warmup("attention", q, q, q, descale_k=scale(), arch="sm_90a")
+    with pytest.raises(rime.InvalidArgumentError, match=r"sink: torch.float32 of shape \(4,\); expected"):
+        rime.torch.warmup("attention", q, q, q, sink=meta(4, dtype=torch.float32), arch="sm_90a")
+    with pytest.raises(rime.InvalidArgumentError, match="descale_q: torch.float32 of shape \\(2,\\)"):
+        rime.torch.warmup("attention", q8, q8, q8, meta(2, dtype=torch.float32), scale(), scale(), arch="sm_90a")
+    with pytest.raises(rime.InvalidArgumentError, match="not an operator of torch.ops.rime"):
+        rime.torch.warmup("flash_attn", q, q, q, arch="sm_90a")
+    # A layout rime does not take is the library's InvalidGraph naming the tensor; nothing is copied to fit.
+    strided = meta(1, 64, 8, 256)[..., ::2]
+    with pytest.raises(rime.InvalidGraphError) as e:
+        rime.torch.warmup("attention", strided, q, q, arch="sm_90a")
+    assert "Q" in e.value.message and "stride" in e.value.message
