@@ -2,7 +2,7 @@
 """Compares the SASS of kernel specializations between two source trees (say main and a branch's worktree).
 
   tools/sass/compare.py TREE_A TREE_B --ws 'e4m3, e4m3, 128, 128, stats | mask, two_consumers' [--ws ...]
-                        [--inst HEADER:INSTANTIATION ...] [--specs FILE] [--param-shift REGEX:FROM:DELTA ...]
+                        [--inst HEADER:INSTANTIATION ...] [--specs FILE] [--param-shift REGEX:FROM:DELTA ...] [--ptx]
 
 Each tree's engines/ is compiled by nvcc for sm_90a (-cubin, -Xptxas -v), one translation unit of explicit
 instantiations per tree, and disassembled by nvdisasm. Per kernel it prints the instruction count of each tree, how
@@ -21,6 +21,10 @@ whose mangled name matches REGEX: the comparison across a change that moved kern
 
 Where the SASS of a kernel is the same in both trees, the kernel that ran on the GPU in one tree is the kernel of
 the other. Exits 1 when some kernel differs, 0 when none does.
+
+`--ptx` compares the PTX instead (nvcc -ptx: no ptxas, no nvdisasm, a few seconds a kernel): the stricter test, since
+the same PTX (register names included) is the same input to ptxas, so the same SASS. A restructuring of the source
+that keeps every kernel's PTX is proven to keep its SASS without disassembling; where PTX differs, compare the SASS.
 
 nvdisasm: $NVDISASM, else on PATH, else /usr/local/cuda/bin. This machine's toolkit lacks it (the GPU machine has
 it); the `nvidia-cuda-nvdisasm` wheel on PyPI holds one (unzip the wheel, nvidia/cu13/bin/nvdisasm).
@@ -94,7 +98,7 @@ def find_nvdisasm():
     sys.exit("compare.py: no nvdisasm (set NVDISASM; see the docstring for where to get one)")
 
 
-def compile_tree(tree, headers, insts, workdir, tag):
+def compile_tree(tree, headers, insts, workdir, tag, ptx=False):
     kernel, params, combine = tree_names(tree)
     src = os.path.join(workdir, f"{tag}.cu")
     with open(src, "w") as f:
@@ -103,9 +107,10 @@ def compile_tree(tree, headers, insts, workdir, tag):
         for i in insts:
             i = i.replace("@SM90_KERNEL@", kernel).replace("@SM90_PARAMS@", params).replace("@COMBINE@", combine)
             f.write(f"template __global__ void {i};\n")
-    cubin = os.path.join(workdir, f"{tag}.cubin")
+    cubin = os.path.join(workdir, f"{tag}.{'ptx' if ptx else 'cubin'}")
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    r = subprocess.run([nvcc, "-arch=sm_90a", "-std=c++17", "-cubin", "-Xptxas", "-v", "-I", os.path.join(tree, "engines"),
+    mode = ["-ptx"] if ptx else ["-cubin", "-Xptxas", "-v"]
+    r = subprocess.run([nvcc, "-arch=sm_90a", "-std=c++17", *mode, "-I", os.path.join(tree, "engines"),
                         "-o", cubin, src], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"compare.py: nvcc failed for {tree}:\n{r.stderr[-4000:]}")
@@ -149,6 +154,21 @@ def disassemble(nvdisasm, cubin, shifts=()):
     return kernels
 
 
+def ptx_kernels(path):
+    """{canonical kernel name: [PTX lines]} of a .ptx file, comments and blank lines dropped."""
+    kernels, current = {}, None
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*\.visible \.entry (\S+)\(", line) or re.match(r"\s*\.entry (\S+)\(", line)
+            if m:
+                current = canonical_name(m.group(1))
+                kernels[current] = []
+            text = re.sub(r"//.*", "", line).strip()
+            if current and text:
+                kernels[current].append(canonical_name(text))
+    return kernels
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tree_a")
@@ -159,6 +179,7 @@ def main():
     ap.add_argument("--param-shift", action="append", default=[], metavar="REGEX:FROM:DELTA",
                     help="add DELTA to constant-bank offsets >= FROM in TREE_A's kernels matching REGEX")
     ap.add_argument("--dump", metavar="DIR", help="also write each kernel's SASS lines (as compared) to DIR/NAME.a / .b")
+    ap.add_argument("--ptx", action="store_true", help="compare the PTX (no ptxas, no nvdisasm)")
     a = ap.parse_args()
     headers = [WS_HEADER] if a.ws else []
     insts = [f"rime_dev::@SM90_KERNEL@<{numeric_args(w)}>(const __grid_constant__ @SM90_PARAMS@)" for w in a.ws]
@@ -176,11 +197,16 @@ def main():
     shifts = [tuple(x.rsplit(":", 2)) for x in a.param_shift]
     if not insts:
         ap.error("name at least one kernel (--ws or --inst)")
-    nvdisasm = find_nvdisasm()
     with tempfile.TemporaryDirectory() as work:
-        cubin_a, spills_a = compile_tree(a.tree_a, headers, insts, work, "a")
-        cubin_b, spills_b = compile_tree(a.tree_b, headers, insts, work, "b")
-        sass_a, sass_b = disassemble(nvdisasm, cubin_a, shifts), disassemble(nvdisasm, cubin_b)
+        if a.ptx:
+            ptx_a, spills_a = compile_tree(a.tree_a, headers, insts, work, "a", ptx=True)
+            ptx_b, spills_b = compile_tree(a.tree_b, headers, insts, work, "b", ptx=True)
+            sass_a, sass_b = ptx_kernels(ptx_a), ptx_kernels(ptx_b)
+        else:
+            nvdisasm = find_nvdisasm()
+            cubin_a, spills_a = compile_tree(a.tree_a, headers, insts, work, "a")
+            cubin_b, spills_b = compile_tree(a.tree_b, headers, insts, work, "b")
+            sass_a, sass_b = disassemble(nvdisasm, cubin_a, shifts), disassemble(nvdisasm, cubin_b)
     differ = 0
     print(f"{'kernel':<90} {'A instr':>8} {'B instr':>8} {'differ':>7}  spill st/ld A -> B")
     for name in sorted(set(sass_a) | set(sass_b)):

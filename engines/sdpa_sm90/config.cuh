@@ -1,0 +1,78 @@
+// sdpa_sm90: what one specialization decides at compile time, in one place that every role reads. The template
+// arguments are the kernel's (engines/common/params.h names them in kernel names): element types in and out, the
+// head dims, the feature bits and the consumer warpgroups.
+#pragma once
+
+#include "common/attention.cuh"
+#include "sdpa_sm90/layout.h"
+
+namespace rime_dev {
+namespace sm90 {
+
+// kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
+// kC: consumer warpgroups (1, 2 or 3; rime_sm90::three_consumers_fit says where 1 and 3 fit).
+template <int kIn_, int kOut_, int kDqk_, int kDv_, int kFeatures_, int kC_>
+struct Config {
+  static constexpr int kIn = kIn_, kOut = kOut_, kDqk = kDqk_, kDv = kDv_, kFeatures = kFeatures_, kC = kC_;
+  static constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
+  static constexpr int kEB = kFp8 ? 1 : 2;
+  static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
+  static constexpr int kTileQ = rime_sm90::tile_q(kC);
+  static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);
+  static constexpr int kNT = kN / 8, kDT = kDv / 8;
+  static constexpr int kRow = rime_sm90::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
+  static constexpr int kSubs = kDqk * kEB / kRow;              // sub-tiles along d of Q and K
+  static constexpr int kRowV = rime_sm90::row_bytes(kDv * kEB);  // and of V
+  static constexpr int kSubsV = kDv * kEB / kRowV;
+  static constexpr int kKSteps = kDqk * kEB / 32;              // 32-byte k steps of Q.K^T
+  static constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
+  static constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
+  static constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
+  // Masked grids with the same lengths in every batch order their row tiles by weight (tile_scheduler.cuh):
+  // launched heaviest first, and the partial row tile at the start of the rows, where it is the lightest.
+  static constexpr bool kMaskedRowOrder = kMask && !kPadding;
+  static constexpr int kBlock = OutFormat<kOut>::kBlock;
+  // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_sm90::vt_sum_rows),
+  // and where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
+  // weights P.V used, but as an LSE it is off the exact one by up to 0.03 on short rows, past SPEC's Stats
+  // tolerance (docs/perf-history.md): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
+  static constexpr int kSumRows = rime_sm90::vt_sum_rows(kFp8, kDv, kC);
+  static constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
+  static constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones
+  static constexpr rime_sm90::Smem kSmem =
+      rime_sm90::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_sm90::kSmemLimit);
+  static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mma_mxfp8");
+
+  // The ring (pipeline.cuh).
+  static constexpr int kStages = rime_sm90::kStages;
+  // The stage and phase of tile j in unsigned arithmetic (the count never goes negative; signed % and / cost sign
+  // fix-ups in every tile), except in the D_qk 192 / D_v 128 kernels: there ptxas scheduled the unsigned form 2-3%
+  // slower (FP8 MLA prefill on the H200, one run: signed 0.989x of the earlier kernel's time, unsigned 1.020x).
+  static constexpr bool kUnsignedRing = kDqk == kDv;
+  // Paged FP8: a paged tile is kN / page_size boxes each of K and V (16 TMA instructions for 16-key pages and
+  // 128-key tiles), which the first producer warp issues one by one. Issuing and then taking its share of the
+  // transposes made that warp the producer's critical path: ncu of the 8-token decode sampled the other three
+  // producer warps waiting at the producer's per-tile barrier for it 24% of the time, and the consumers waiting
+  // for K and for V^T. So there the first warp only issues loads and the other three transpose, and the raw V
+  // stage's release is a barrier of its own (v_empty: the three warps' threads arrive once they have read it).
+  static constexpr bool kIssuerWarp = kFp8 && (kFeatures & RIME_F_PAGED) != 0;
+  static constexpr int kTransposeThreads = kIssuerWarp ? 96 : 128;
+  // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
+  // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
+  // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
+  static constexpr bool kVDirect = !kFp8 && !kPadding;
+
+  // Named barriers (0 is __syncthreads): the consumers' turns (1 .. kC), the producer warpgroup's own, and each
+  // consumer's own (its Q load and its staged epilogue). With two consumers the ids (1, 2; 3; 4, 5) and the turn
+  // expressions are those of the kernel before three existed, and its SASS is the same: with other ids and
+  // expressions ptxas scheduled the BF16 D 64 specialization differently and it measured 7% slower (A/B, 3 rounds).
+  static constexpr int kTurnBar = 1, kProducerBar = kTurnBar + kC, kOwnBar = kProducerBar + 1;
+  static_assert(kOwnBar + kC <= 16, "16 named barriers");
+
+  // Balanced (tile_scheduler.cuh): a CTA walks pieces of a split decode over per-sequence lengths.
+  static constexpr bool kBalanced = (kFeatures & RIME_F_BALANCED) != 0;
+  static_assert(!kBalanced || (kC == 1 && kSplit && kPadding), "balanced: one consumer, a split decode over lengths");
+};
+
+}  // namespace sm90
+}  // namespace rime_dev

@@ -1,0 +1,69 @@
+// sdpa_sm90: the online softmax of one KV tile in a consumer's registers (scores of 64 rows x kN keys, two rows per
+// thread: the wgmma accumulator layout).
+#pragma once
+
+#include "common/attention.cuh"
+
+namespace rime_dev {
+namespace sm90 {
+
+// The running max of a row before its first live key (log2 units): finite, so that the softmax needs no guard
+// against exp2(-inf - -inf). -FLT_MAX is at or below every finite scaled score, so a row's first live key always
+// moves the max (alpha 0), and exp2(masked - -FLT_MAX) is exp2(-inf), 0. A row with no live key keeps l = 0, which
+// the epilogue reads as such.
+constexpr float kNoKeyMax = -3.40282347e38f;
+
+// log2(kPScale): FP8 P comes out of exp2 already on kPScale (one FFMA and one MUFU per score, no FMUL before
+// the pack); l_run then carries the same factor, which the kernel removes once after the last tile.
+constexpr float kLog2PScale = 8.807354922057604f;
+
+// The online softmax over one KV tile, on raw scores: s * mul is the score in log2 units (mul > 0, so the
+// largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
+// FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
+// chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
+// at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
+// kRowSums false: l_run is left alone (the caller sums P otherwise: rime_sm90::vt_sum_rows).
+// kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
+// tiles leave O's rows as they are (alpha exactly 1, which the caller's rescale skips); P then reaches up to
+// 2^kSlack times its scale (FlashAttention-4's conditional rescale). m_run is then not the row's max.
+template <int kNT, bool kRowSums = true, int kSlack = 0>
+__device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
+                                                   float mul, float log2_p_scale, float (&alpha)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // Each chain starts from its first pair, not from -inf: ptxas keeps an FMNMX against -inf (fmaxf(-inf, NaN)
+    // is -inf, not NaN), one per chain and row.
+    static_assert(kNT >= 2 && kNT % 2 == 0, "two max chains of whole pairs");
+    float mx0 = fmaxf(s[0][2 * r], s[0][2 * r + 1]), mx1 = fmaxf(s[1][2 * r], s[1][2 * r + 1]);
+#pragma unroll
+    for (int n = 2; n < kNT; n += 2) {
+      mx0 = fmaxf(mx0, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
+    }
+    const float m_tile = quad_max(fmaxf(mx0, mx1)) * mul;
+    float m_new;
+    if constexpr (kSlack > 0) m_new = m_tile > m_run[r] + float(kSlack) ? m_tile : m_run[r];
+    else m_new = fmaxf(m_run[r], m_tile);
+    // m_run starts at kNoKeyMax, not -inf, so m_new is finite even when every key so far is masked: exp2 of a
+    // masked score (-inf) is 0 and alpha is 1 (then 0 at the row's first live key), with no per-row guard.
+    alpha[r] = exp2_approx(m_run[r] - m_new);
+    m_run[r] = m_new;
+    const float neg_bias = log2_p_scale - m_new;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const float p0 = exp2_approx(fmaf(s[n][2 * r], mul, neg_bias));
+      const float p1 = exp2_approx(fmaf(s[n][2 * r + 1], mul, neg_bias));
+      s[n][2 * r] = p0;
+      s[n][2 * r + 1] = p1;
+      if constexpr (kRowSums) {
+        if (n & 1) sum1 += p0 + p1;
+        else sum0 += p0 + p1;
+      }
+    }
+    if constexpr (kRowSums) l_run[r] = l_run[r] * alpha[r] + (sum0 + sum1);
+  }
+}
+
+}  // namespace sm90
+}  // namespace rime_dev

@@ -1,0 +1,141 @@
+// sdpa_sm90: which work a CTA does. Unbalanced, one row tile's KV tiles of one (kv head, batch, split): the grid's
+// coordinates, which masked grids reorder heaviest first; balanced (a split decode over per-sequence lengths), the
+// pieces for_each_balanced_item deals this CTA, one after the other.
+#pragma once
+
+#include "sdpa_sm90/config.cuh"
+#include "sdpa_sm90/ptx.cuh"
+
+namespace rime_dev {
+namespace sm90 {
+
+// One piece of a CTA's work: the KV tiles [kt_begin, kt_begin + n_tiles) of row tile q_tile (rows from row0) of
+// (batch b, kv head h_kv, split). `base` counts the KV tiles of the pieces before, so that the ring's stages and
+// phases run on across pieces.
+struct Work {
+  int b, h_kv, split, q_tile, row0, kt_begin, n_tiles, base;
+  BatchExtent ext;
+};
+
+// The grid's work of this CTA, computed before the roles part (the two-consumer kernels' SASS is sensitive to
+// where it is computed, docs/perf-history.md). Balanced: none (for_each_work deals the pieces).
+template <class Cfg>
+__device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
+  constexpr int kFeatures = Cfg::kFeatures, kTileQ = Cfg::kTileQ, kN = Cfg::kN;
+  constexpr bool kBalanced = Cfg::kBalanced, kMaskedRowOrder = Cfg::kMaskedRowOrder, kMask = Cfg::kMask;
+  constexpr bool kSplit = Cfg::kSplit, kPadding = Cfg::kPadding;
+  if constexpr (kBalanced) {
+    return Work{};
+  } else {
+    // The CTA's (row tile, kv head, batch, split).
+    int q_tile, h_kv, b, split;
+    if constexpr (kMaskedRowOrder) {
+      // Masked (causal, window): row tile q has up to q + 1 KV tiles, and in launch order (x fastest) the grid
+      // ended on the heaviest tiles of its last slices, a tail of up to one slice's longest CTA (list scheduling
+      // of B4 H32 S4096 on 132 SMs: 1.039x the ideal time). Launch order now takes the row tiles heaviest first
+      // within groups of kGroup (kv head, batch x split) slices: 1.002x (tools/bench/causal_order_sim.py), and
+      // the CTAs in flight still share the K/V of a few heads in L2 (132 CTAs span ~kGroup slices, as before).
+      // Measured (H200, A/B of 3 and 5 rounds): FP8 causal B4 H32 S4096 0.983x-0.992x the time, BF16 0.983x; with
+      // per-batch lengths (padded, ragged, paged) the highest row tile is not the heaviest one, and the padded
+      // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf-history.md).
+      constexpr int kGroup = 4;
+      const int nq = gridDim.x, slices = gridDim.y * gridDim.z;
+      const int linear = blockIdx.x + nq * (blockIdx.y + gridDim.y * blockIdx.z);
+      const int group = linear / (nq * kGroup), r = linear % (nq * kGroup);
+      const int in_group = min(kGroup, slices - group * kGroup);
+      const int slice = group * kGroup + r % in_group;
+      q_tile = nq - 1 - r / in_group;
+      h_kv = slice % gridDim.y;
+      b = slice / gridDim.y % p.B;
+      split = slice / gridDim.y / p.B;
+    } else {
+      q_tile = blockIdx.x;
+      h_kv = blockIdx.y;
+      b = blockIdx.z % p.B;
+      split = blockIdx.z / p.B;
+    }
+    // Masked grids put the partial row tile first (rows from -pad, the pad rows exist nowhere): its keys then end
+    // at its own last row instead of the last row tile's S_kv. At the end of the rows, a 192-row tile with 64 live
+    // rows (S_q 4096) ran all 64 KV tiles of the sequence in each of its three consumers, 5.6% of a causal
+    // head's work for rows that do not exist; at the start, it runs one tile.
+    int row0 = q_tile * kTileQ;
+    if constexpr (kMaskedRowOrder) row0 -= int(gridDim.x) * kTileQ - p.packed_rows;
+    const BatchExtent ext = batch_extent<kFeatures>(p, b);
+    int kt_begin, kt_end;
+    kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
+    return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
+  }
+}
+
+// Balanced: each role's first warp walks this CTA's pieces (for_each_balanced_item) and lists up to kMaxPieces
+// of them in the role's own list in shared memory (the producer's first warp also writes the LSE of the split
+// slots no piece fills as it goes); then the role runs the listed pieces in a plain loop (more pieces: further
+// rounds). Running the pieces inside the walk's own loops (its shuffles and early exits) made ptxas serialize
+// every wgmma (C7520: warpgroup.arrive in a divergent path). One list per role, each behind the role's own named
+// barrier: with one list behind a barrier of both roles (256 threads, met at two places in the code),
+// compute-sanitizer's synccheck reported every consumer warp divergent at it. The lists are the kernel's
+// __shared__ variable (one per kernel, whichever role function reads it).
+constexpr int kMaxPieces = 16;
+struct Piece {
+  int b, h_kv, piece, kt_begin, n_tiles;
+};
+struct PieceList {
+  Piece pieces[kMaxPieces];
+  int n_pieces, more_pieces;
+};
+
+// Runs run(work) for each piece of this CTA's work, in the role of warpgroup `wg` (0: the producer).
+// piece_lists: [2], the producer's and the consumer's (balanced only).
+template <class Cfg, class Run>
+__device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& grid_work, PieceList* piece_lists,
+                                              int tid, int wg, Run&& run) {
+  constexpr int kFeatures = Cfg::kFeatures, kTileQ = Cfg::kTileQ, kN = Cfg::kN;
+  constexpr int kProducerBar = Cfg::kProducerBar, kOwnBar = Cfg::kOwnBar;
+  constexpr bool kBalanced = Cfg::kBalanced, kMask = Cfg::kMask;
+  if constexpr (kBalanced) {
+    const bool producer = wg == 0;
+    PieceList& list = piece_lists[producer ? 0 : 1];
+    const int rtid = tid - (producer ? 0 : 128);  // the thread within its role's warpgroup (one consumer)
+    const int list_bar = producer ? kProducerBar : kOwnBar;
+    int base = 0;
+    for (int first = 0;; first += kMaxPieces) {
+      if (rtid < 32) {
+        int item = 0, listed = 0;
+        for_each_balanced_item<kTileQ, kN, kMask, kFeatures>(
+            p, [&](int b, int h_kv, int piece, int kt_begin, int kt_end, bool last_piece) {
+              const int k = item++;
+              if (k < first || k >= first + kMaxPieces) return;  // another round's
+              if (piece >= 0) {
+                if (rtid == 0) list.pieces[listed] = Piece{b, h_kv, piece, kt_begin, kt_end - kt_begin};
+                ++listed;
+              }
+              // Slots past the pair's last piece (all of them for a pair with no keys) hold no keys: LSE -inf.
+              if (producer && last_piece) {
+                const BatchExtent e = batch_extent<kFeatures>(p, b);
+                for (int s = piece + 1; s < p.num_splits; ++s)
+                  write_empty_chunk_lse<kTileQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, e, b, s, h_kv, 0, rtid, 32);
+              }
+            });
+        if (rtid == 0) {
+          list.n_pieces = listed;
+          list.more_pieces = item > first + kMaxPieces;  // the walk has items past this round's
+        }
+      }
+      named_sync(list_bar, 128);
+      const int n = list.n_pieces;
+      const bool more = list.more_pieces != 0;
+      for (int i = 0; i < n; ++i) {
+        const Piece q = list.pieces[i];
+        run(Work{q.b, q.h_kv, q.piece, 0, 0, q.kt_begin, q.n_tiles, base, batch_extent<kFeatures>(p, q.b)});
+        base += q.n_tiles;
+      }
+      named_sync(list_bar, 128);  // every thread of the role has read the list before the next round's
+      if (!more) break;
+    }
+  } else {
+    run(grid_work);
+  }
+}
+
+}  // namespace sm90
+}  // namespace rime_dev

@@ -1,0 +1,80 @@
+// sdpa_sm90: the producer's transpose of an FP8 V tile into V^T (FP8 wgmma takes its B operand k-major only).
+#pragma once
+
+#include "sdpa_sm90/layout.h"
+#include "sdpa_sm90/mma.cuh"
+
+namespace rime_dev {
+namespace sm90 {
+
+// The FP8 transpose of one V tile (kN keys of kDv bytes, as the TMA wrote it: sub-tiles of kRowV-byte rows) into
+// V^T (kDv rows of kN key bytes, as sub-tiles of row_bytes(kN)-byte rows along the keys, each with the swizzle
+// of its row width), keys permuted within each 16 as pack_p_fp8's P fragment holds them (vt_key_of_position),
+// keys at or past kv_end zeroed. A warp moves a unit of 16 keys x 32 d with one ldmatrix.x4.trans, four byte
+// permutes and one stmatrix.x4:
+//   the four 8x8 b16 matrices loaded are keys 0-7 / 8-15 (m & 1) x d 0-15 / 16-31 (m >> 1); transposed, lane
+//   (c = lane / 4, q = lane % 4) holds, per matrix, keys 2q and 2q + 1 of the b16 column c (d 2c and 2c + 1), so
+//   bytes 0 and 2 of matrices 0 and 1 are row d = 2c of V^T at positions 4q .. 4q + 3 (keys 2q, 2q + 1, 8 + 2q,
+//   9 + 2q: exactly vt_key_of_position's order), bytes 1 and 3 row 2c + 1;
+//   the four words are stored as stmatrix rows: row c of stored matrix 0 is V^T row 2c for c < 4 and 2c + 1 for
+//   c >= 4 (matrix 1 the other one; 2 and 3 the same 16 d on), so that a stored matrix's 8 rows have 8 distinct
+//   row % 8 and its 16-byte writes fall in 8 different bank groups under the swizzle.
+// Loads are conflict-free too: a loaded matrix is 8 consecutive keys at one 16-byte chunk, which the TMA swizzle
+// spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
+// FP8 D 128 tile, as many as a consumer warp: docs/perf-history.md.)
+// kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
+// loads (paged FP8: see the producer).
+// kOpaqueLane: the lane passes through an opaque move, once per tile, so that what derives from it (each unit's two
+// addresses) is not loop-invariant across the producer's tile loop: ptxas then computes the addresses where they
+// are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
+// 56-72 registers (nvcc 13.0: 56 bytes in the FP8 two-consumer kernels, 136-220 in the paged ones, reloaded in
+// every tile's transpose; none with the move), at ~14 more ALU instructions per unit. Measured (H200, one call,
+// docs/perf-history.md): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two- and three-consumer
+// FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
+// issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
+// So one consumer only.
+// kVtRows: the rows of a V^T sub-tile (kDv, + rime_sm90::vt_sum_rows rows of ones, which this leaves alone).
+template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false, int kVtRows = kDv>
+__device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
+  constexpr int kVtRow = rime_sm90::row_bytes(kN);  // V^T sub-tiles along the keys: [kVtRows rows][kVtRow bytes]
+  constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
+  static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
+  constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
+  int lane = ptid % 32;
+  if constexpr (kOpaqueLane) asm volatile("mov.b32 %0, %0;\n" : "+r"(lane));
+  const int warp = ptid / 32;
+  const int m = lane / 8, r = lane % 8;  // this lane's addresses: row r of matrix m
+  const int c = lane / 4, q = lane % 4;  // this lane's fragment: b16 column c, key positions 4q .. 4q + 3
+  // Word 0 (2) takes bytes 0 and 2 (row 2c) for c < 4 and bytes 1 and 3 (row 2c + 1) for c >= 4; word 1 (3) the
+  // other row.
+  const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
+  const int ld_key = (m & 1) * 8 + r, ld_d = (m >> 1) * 16;
+  const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
+  // Fully unrolled (8 units per warp for every tile shape), except for 256-key tiles, whose 8 units' addresses
+  // (two V^T sub-tiles) then spilled past the producer's 56 registers. (Unrolled by 4, the D 256 kernel measured
+  // 17% slower: docs/perf-history.md.)
+  constexpr int kUnroll = kN > 128 ? 4 : kPerWarp;
+#pragma unroll kUnroll
+  for (int i = 0; i < kPerWarp; ++i) {
+    const int u = warp + kWarps * i;
+    if (kUnits % kWarps != 0 && u >= kUnits) break;  // the last round of three warps: not every warp has a unit
+    const int g = u % kGroups, d0 = (u / kGroups) * 32;
+    const int key = g * 16 + ld_key, d = d0 + ld_d;
+    u32 v[4];
+    ldmatrix_x4_trans(v, sv + (d / kRowV) * (kN * kRowV) + swz<kRowV>(key, d % kRowV));
+    u32 w[4] = {__byte_perm(v[0], v[1], sel_lo), __byte_perm(v[0], v[1], sel_hi), __byte_perm(v[2], v[3], sel_lo),
+                __byte_perm(v[2], v[3], sel_hi)};
+    if (kv_end < kN) {  // the last tile of the keys (or of a batch's padding): zero keys at or past kv_end
+      const int lim = kv_end - g * 16;
+      const u32 keep = (2 * q < lim ? 0xFFu : 0u) | (2 * q + 1 < lim ? 0xFF00u : 0u) |
+                       (8 + 2 * q < lim ? 0xFF0000u : 0u) | (9 + 2 * q < lim ? 0xFF000000u : 0u);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) w[k] &= keep;
+    }
+    const int pos = g * 16;  // this unit's 16 key positions: in sub-tile pos / kVtRow
+    stmatrix_x4(svt + (pos / kVtRow) * (kVtRows * kVtRow) + swz<kVtRow>(d0 + st_d, pos % kVtRow), w);
+  }
+}
+
+}  // namespace sm90
+}  // namespace rime_dev
