@@ -443,6 +443,9 @@ NB_MODULE(_rime, m) {
     }
   });
 
+  // torch's operator registry (rime.torch) keeps the Python kernels, and through them Plans, until the process ends,
+  // past this module's teardown: nanobind would report those as leaks.
+  nb::set_leak_warnings(false);
   rime::log::set_sink(log_to_python, rime::log::Level::Info);
   m.def(
       "_stop_logging", []() { rime::log::set_sink(nullptr, rime::log::Level::Off); },

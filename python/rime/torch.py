@@ -42,7 +42,9 @@ from . import _rime
 from .builder import GraphBuilder
 from .errors import InvalidArgumentError, PlanNotReadyError
 
-__all__ = ["warmup", "plan_count", "clear_plans"]
+__all__ = ["warmup", "plan_count", "clear_plans", "attention", "attention_out", "attention_varlen",
+           "attention_varlen_out", "paged_attention", "paged_attention_out", "attention_block_scaled",
+           "attention_block_scaled_out"]
 
 _RIME_DTYPE = {
     torch.float32: "FP32", torch.float16: "FP16", torch.bfloat16: "BF16", torch.float8_e4m3fn: "FP8_E4M3",
@@ -601,6 +603,35 @@ for _name, (_schema, _impl, _fake) in _SCHEMAS.items():
     _lib.define(_schema)
     _lib.impl(_name, _impl, "CUDA")
     torch.library.register_fake(f"rime::{_name}", _fake if _fake is not None else (lambda *a, **k: None), lib=_lib)
+
+
+# ---- eager fast path -------------------------------------------------------------------------------------------
+
+def _direct(name, impl):
+    """rime.torch.<name>: torch.ops.rime.<name>, except that an eager call on plain CUDA tensors runs the operator's
+    kernel without torch's dispatcher (about 2 us of a call's host cost). Traced (torch.compile), on fake or meta
+    tensors, or under any tensor subclass, it is the operator itself."""
+    op = getattr(torch.ops.rime, name)
+
+    def call(*args, **kwargs):
+        q = args[0] if args else kwargs["q"]
+        if type(q) is torch.Tensor and q.is_cuda and not torch.compiler.is_compiling():
+            return impl(*args, **kwargs)
+        return op(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"torch.ops.rime.{name}, called directly in eager mode: {_SCHEMAS[name][0]}"
+    return call
+
+
+attention = _direct("attention", _attention)
+attention_out = _direct("attention_out", _attention_out)
+attention_varlen = _direct("attention_varlen", _attention_varlen)
+attention_varlen_out = _direct("attention_varlen_out", _attention_varlen_out)
+paged_attention = _direct("paged_attention", _paged_attention)
+paged_attention_out = _direct("paged_attention_out", _paged_attention_out)
+attention_block_scaled = _direct("attention_block_scaled", _attention_block_scaled)
+attention_block_scaled_out = _direct("attention_block_scaled_out", _attention_block_scaled_out)
 
 
 # ---- warmup ------------------------------------------------------------------------------------------------------

@@ -118,3 +118,11 @@ def test_wrong_arguments_are_named():
     with pytest.raises(rime.InvalidGraphError) as e:
         rime.torch.warmup("attention", strided, q, q, arch="sm_90a")
     assert "Q" in e.value.message and "stride" in e.value.message
+
+
+def test_the_eager_functions_are_the_operators_off_the_gpu():
+    # On meta (or fake) tensors rime.torch.<op> is torch.ops.rime.<op>: the fake kernel answers.
+    out, lse = rime.torch.attention(meta(1, 64, 8, 64), meta(1, 64, 8, 64), meta(1, 64, 8, 64), return_lse=True)
+    assert (out.shape, lse.shape, out.device.type) == ((1, 64, 8, 64), (1, 8, 64), "meta")
+    for name in OPS:
+        assert getattr(rime.torch, name).__name__ == name

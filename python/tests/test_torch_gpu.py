@@ -85,6 +85,16 @@ def test_fp8_attention_against_the_dequantized_reference(causal):
     assert rel_l2(o8.float() / 4.0, want) < 6e-2
 
 
+def test_the_eager_fast_path_is_the_operator():
+    q, k, v = (torch.randn(1, 256, 4, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    want, want_lse = torch.ops.rime.attention(q, k, v, causal=True, return_lse=True)
+    got, got_lse = rime.torch.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.equal(got, want) and torch.equal(got_lse, want_lse)
+    out = torch.full_like(q, float("nan"))
+    rime.torch.attention_out(q, k, v, out, causal=True)
+    assert torch.equal(out, want)
+
+
 def test_a_side_stream_is_the_current_stream_of_the_call():
     q, k, v = (torch.randn(1, 256, 4, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3))
     want, _ = torch.ops.rime.attention(q, k, v)
@@ -199,12 +209,14 @@ def test_cuda_graph_capture_replays_with_new_tables_lengths_and_scales():
 
 def test_a_shape_first_met_under_capture_is_refused_by_name():
     q, _, kc, _, vc, _, table, lens = paged_case(3, 1, 16, pages=123)
+    one = scalar(1.0)
+    out = torch.empty(3, 1, 32, 128, device=DEV, dtype=torch.bfloat16)
     s = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(rime.PlanNotReadyError) as e:
         with torch.cuda.graph(graph, stream=s):
-            torch.ops.rime.paged_attention(q, kc, vc, table, lens, scalar(1.0), scalar(1.0), scalar(1.0))
-    assert "paged_attention" in e.value.message and "(3, 1, 32, 128)" in e.value.message
+            torch.ops.rime.paged_attention_out(q, kc, vc, table, lens, out, None, one, one, one)
+    assert "paged_attention_out" in e.value.message and "(3, 1, 32, 128)" in e.value.message
     assert "warmup" in e.value.message
 
 
@@ -256,9 +268,14 @@ def test_block_scaled_outputs_decode_to_the_reference(fmt, layout):
         values = codes.float()
         dec = torch.exp2(scales.float()[..., :D // block] - 127)
     dec = dec.permute(0, 2, 1, 3).repeat_interleave(block, -1)  # [B, S, H, D]
-    got = values * dec / 2.0
-    tolerance = 1.5 * dec / 2.0 + 0.06 * want.abs() + 0.02
-    assert ((got - want).abs() <= tolerance).float().mean() > 0.9999
+    scale_o = 2.0
+    got = values * dec / scale_o
+    # SPEC section 10: FP8 atol 0.08 and rtol 0.2, with atol raised to 3 quantization steps of the block (the step
+    # at its largest code: 2 of E2M1's units, 32 of E4M3's between 256 and 448), at most 1e-5 of elements outside.
+    step = dec * (2.0 if fmt == "nvfp4" else 32.0) / scale_o
+    tolerance = torch.clamp(3 * step, min=0.08) + 0.2 * want.abs()
+    outside = ((got - want).abs() > tolerance).float().mean().item()
+    assert outside <= 1e-5, (outside, (got - want).abs().max().item())
     assert rel_l2(got, want) < (0.12 if fmt == "nvfp4" else 0.05)
 
 
@@ -321,7 +338,28 @@ OPS = ["attention", "attention_out", "attention_varlen", "attention_varlen_out",
 def test_opcheck(name):
     cases = {c[0]: c for c in opcheck_cases()}
     _, args, kwargs = cases[name]
-    torch.library.opcheck(getattr(torch.ops.rime, name).default, args, kwargs)
+    op = getattr(torch.ops.rime, name).default
+    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not any(t.dtype in (F8, torch.float8_e8m0fnu) for t in tensors):
+        torch.library.opcheck(op, args, kwargs)
+        return
+    # opcheck's schema test compares tensors with arithmetic torch lacks for FP8 ("mul_cuda" not implemented for
+    # Float8_e4m3fn): the other tests run, and the schema's mutation contract is checked here on the bytes.
+    torch.library.opcheck(op, args, kwargs,
+                          test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+    mutable = {a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    names = [a.name for a in op._schema.arguments]
+    bound = dict(zip(names, args), **kwargs)
+    before = {n: t.view(torch.uint8).clone() for n, t in bound.items() if isinstance(t, torch.Tensor)}
+    for n in mutable:
+        if isinstance(bound.get(n), torch.Tensor):
+            bound[n].view(torch.uint8).fill_(0x7F)  # poisoned: the call must write it
+            before[n] = bound[n].view(torch.uint8).clone()
+    op(*args, **kwargs)
+    torch.cuda.synchronize()
+    for n, b in before.items():
+        changed = not torch.equal(bound[n].view(torch.uint8), b)
+        assert changed == (n in mutable), (n, "written" if changed else "not written")
 
 
 # ---- the core API on torch tensors --------------------------------------------------------------------------------

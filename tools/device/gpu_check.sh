@@ -93,15 +93,18 @@ for step in $steps; do
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
     python)
       t0=$SECONDS
-      (cd "$root" && python3 -m venv --system-site-packages /tmp/rime-venv &&
-        /tmp/rime-venv/bin/python -m pip install -q --no-build-isolation --no-deps . ) > "$out/pip.log" 2>&1
+      # Beside the image's Python (itself an environment with torch: a venv over it would not see its packages).
+      rm -rf /tmp/rime-py
+      (cd "$root" && python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/rime-py .) \
+        > "$out/pip.log" 2>&1
       echo "pip install: exit $? in $((SECONDS - t0)) s"
-      py=/tmp/rime-venv/bin/python
+      export PYTHONPATH=/tmp/rime-py${PYTHONPATH:+:$PYTHONPATH}
+      py=python3
       (cd "$root" && RIME_CLI=$bin/rime timeout 400 $py -m pytest -ra -q python/tests) 2>&1 | tee "$out/pytest.log" |
         tail -15
       for f in "$root"/examples/python/*.py; do
         echo "== $(basename "$f")"
-        timeout 120 $py "$f" 2>&1 | tail -12
+        timeout 120 $py "$f" 2>&1 | tail -14
         echo "[exit ${PIPESTATUS[0]}]"
       done 2>&1 | tee "$out/examples_python.log"
       timeout 120 $py "$root/tools/bench/python_overhead.py" --csv "$out/python_overhead.csv" 2>&1 |
