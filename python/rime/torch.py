@@ -77,14 +77,16 @@ def clear_plans():
 
 class _Entry:
     """A plan and how a call's tensors bind to its graph: `slots` gives, per graph tensor in uid order, the index of
-    the call's tensor, or -1 and a constant's pointer."""
-    __slots__ = ("plan", "slots", "workspace", "keep")
+    the call's tensor, or -1 and a constant's pointer. `workspaces`: the plan's workspace per stream, for eager
+    calls (below)."""
+    __slots__ = ("plan", "slots", "workspace", "keep", "workspaces")
 
     def __init__(self, plan, slots, keep):
         self.plan = plan
         self.slots = slots
         self.workspace = plan.workspace_size
         self.keep = keep  # the constant tensors the slots point into
+        self.workspaces = {}
 
 
 def _constant(device, kind, value, n=1):
@@ -131,11 +133,21 @@ def _entry(key, device, make, shape, arch=None):
 
 def _launch(e, tensors, device):
     ptrs = [tensors[i].data_ptr() if i >= 0 else c for i, c in e.slots]
+    stream = torch._C._cuda_getCurrentRawStream(device)
     ws = 0
     if e.workspace:
-        buf = torch.empty(e.workspace, dtype=torch.uint8, device=torch.device("cuda", device))
-        ws = buf.data_ptr()  # the caching allocator keeps it for this stream's work
-    e.plan.run_pointers(ptrs, ws, torch._C._cuda_getCurrentRawStream(device))
+        # Eager calls on one stream run one after the other, so each (plan, stream) keeps one workspace: an allocation
+        # per call cost several microseconds of a decode's host time. Under capture the workspace comes from the
+        # caching allocator, hence from the graph's private pool: each captured graph owns its own.
+        if torch.cuda.is_current_stream_capturing():
+            buf = torch.empty(e.workspace, dtype=torch.uint8, device=torch.device("cuda", device))
+        else:
+            buf = e.workspaces.get(stream)
+            if buf is None:
+                buf = e.workspaces[stream] = torch.empty(e.workspace, dtype=torch.uint8,
+                                                         device=torch.device("cuda", device))
+        ws = buf.data_ptr()
+    e.plan.run_pointers(ptrs, ws, stream)
 
 
 def _check_devices(device, names, tensors):
