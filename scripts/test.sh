@@ -28,16 +28,22 @@ fi
 echo "== tests"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
-# The Python package as a user installs it: `pip install .` (scikit-build-core over this CMake, nanobind) into a
-# virtual environment, then its tests (python/tests; those that need a GPU or torch skip with their reason).
+# The Python package as a user installs it: `pip install .` (scikit-build-core over this CMake, nanobind), then its
+# tests (python/tests; those that need a GPU or torch skip with their reason).
 echo "== Python package: pip install . and pytest"
-# Machines whose Python has the build tools (the GPU image; no package registry there) use them as they are.
-python3 -m venv --system-site-packages build/venv
-if ! build/venv/bin/python -c "import nanobind, scikit_build_core, pytest" 2>/dev/null; then
+if python3 -c "import nanobind, scikit_build_core, pytest" 2>/dev/null; then
+  # This Python has the build tools (the GPU image: its Python is an environment with torch, and there is no package
+  # registry): the package goes beside it, into build/python-target, not into it.
+  rm -rf build/python-target
+  python3 -m pip install -q --no-build-isolation --no-deps --target build/python-target .
+  PYTHONPATH="$PWD/build/python-target${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -ra python/tests
+else
+  # Debian's Python is externally managed: a virtual environment with the build tools from PyPI.
+  python3 -m venv build/venv
   build/venv/bin/python -m pip install -q "nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest>=7"
+  build/venv/bin/python -m pip install -q --no-build-isolation .
+  build/venv/bin/python -m pytest -ra python/tests
 fi
-build/venv/bin/python -m pip install -q --no-build-isolation .
-build/venv/bin/python -m pytest -ra python/tests
 # On a GPU machine the ctest run above includes the quick tier of the GPU tests (label gpu); the full tier runs
 # each case under its own time limit and prints per-case times.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
