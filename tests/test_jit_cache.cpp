@@ -775,6 +775,34 @@ TEST_CASE("rime::explain and Plan::explain give the text of `rime plan --explain
   CHECK(explain(bad.value(), h200).status().code() == StatusCode::InvalidGraph);
 }
 
+TEST_CASE("a plan for a named GPU never falls back to another device", "[plan][device]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_prefill"));
+  REQUIRE(g.ok());
+  PlanOptions gpu7;
+  gpu7.device_ordinal = 7;
+  Result<Plan> plan = Plan::build(g.value(), gpu7);
+  REQUIRE_FALSE(plan.ok());
+  // Without a driver: CudaError saying why; with one (a GPU machine of fewer than 8 GPUs): InvalidArgument naming
+  // the GPUs there are. Never the H200 defaults or GPU 0.
+  if (plan.status().code() == StatusCode::CudaError) {
+    CHECK(plan.status().message().find("CUDA driver") != std::string::npos);
+    CHECK(explain(g.value(), gpu7).status().code() == StatusCode::CudaError);
+  } else {
+    CHECK(plan.status().code() == StatusCode::InvalidArgument);
+    CHECK(plan.status().message().find("device 7 does not exist") != std::string::npos);
+  }
+  PlanOptions negative;
+  negative.device_ordinal = -1;
+  CHECK_FALSE(Plan::build(g.value(), negative).ok());
+  // A plan for a described device loads nowhere without a GPU, and says so when asked to.
+  Result<Plan> h200 = h200_plan("fp8_prefill");
+  REQUIRE(h200.ok());
+  if (!h200->prepared()) {
+    CHECK(h200->device_ordinal() == -1);
+    CHECK_FALSE(h200->prepare(0).ok());
+  }
+}
+
 // Run by the test below in a process of its own, before anything has used the plan cache.
 TEST_CASE("set_cache_dir in a fresh process (run by the next test)", "[.set_cache_dir_child]") {
   const char* dir = std::getenv("RIME_TEST_CHOSEN_CACHE_DIR");

@@ -217,6 +217,16 @@ def _thd(t):
     return (1, t.shape[1], t.shape[0], t.shape[2]), (t.shape[0] * s[0], s[1], s[0], s[2])
 
 
+def _bshd_outputs(g, out, lse):
+    """O [B, S_q, H_q, D_v] (slot 8) and, when given, LSE [B, H_q, S_q] (slot 9) of a call."""
+    od, os_ = _bshd(out)
+    g.tensor("O", 8, od, os_, out.dtype, output=True)
+    if lse is not None:
+        B, H, S = lse.shape
+        sl = lse.stride()
+        g.tensor("Stats", 9, [B, H, S, 1], [sl[0], sl[1], sl[2], 1], torch.float32, output=True)
+
+
 def _out_dtype(q, k, out_dtype):
     if out_dtype is not None:
         return out_dtype
@@ -286,12 +296,7 @@ def _attention_make(name, q, k, v, dq, dk, dv, so, sink, out, lse, causal, windo
     def make(device):
         g = _GraphOfCall(name)
         kind = _inputs(g, q, k, v, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(k), _bshd(v)))
-        od, os_ = _bshd(out)
-        g.tensor("O", 8, od, os_, out.dtype, output=True)
-        if lse is not None:
-            B, H, S = lse.shape
-            sl = lse.stride()
-            g.tensor("Stats", 9, [B, H, S, 1], [sl[0], sl[1], sl[2], 1], torch.float32, output=True)
+        _bshd_outputs(g, out, lse)
         return g.build(kind, **_attributes(causal, window_left, softmax_scale)), g.slots, g.keep
     return make
 
@@ -416,12 +421,7 @@ def _paged_make(name, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out,
     def make(device):
         g = _GraphOfCall(name)
         kind = _inputs(g, q, kc, vc, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(kc), _bshd(vc)))
-        od, os_ = _bshd(out)
-        g.tensor("O", 8, od, os_, out.dtype, output=True)
-        if lse is not None:
-            B, H, S = lse.shape
-            sl = lse.stride()
-            g.tensor("Stats", 9, [B, H, S, 1], [sl[0], sl[1], sl[2], 1], torch.float32, output=True)
+        _bshd_outputs(g, out, lse)
         B, S_q = q.shape[0], q.shape[1]
         for role, t, dims in (("page_table", table, 2), ("seq_len_kv", lens, 1)):
             if t.dtype != torch.int32 or t.dim() != dims:
