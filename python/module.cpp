@@ -333,6 +333,9 @@ void* workspace_of(nb::handle h, int plan_device) {
   invalid_argument("run(): workspace: expected a device pointer (an int) or a tensor with data_ptr()");
 }
 
+// A JSON document as Python objects.
+nb::object json_loads(const std::string& text) { return nb::module_::import_("json").attr("loads")(text); }
+
 nb::dict kernel_dict(const rime::KernelInfo& k) {
   nb::dict d;
   d["role"] = k.role;
@@ -508,8 +511,12 @@ NB_MODULE(_rime, m) {
           },
           "The graph's tensor uids in declaration order: the order run_pointers() takes its pointers in.")
       .def(
-          "explain", [](const rime::Plan& p, bool as_json) { return as_json ? p.explain().json : p.explain().text; },
-          "json"_a = false, "The text of `rime plan --explain` (json=True: its JSON document).")
+          "explain",
+          [](const rime::Plan& p, bool as_dict) -> nb::object {
+            const rime::Explanation e = p.explain();
+            return as_dict ? json_loads(e.json) : nb::str(e.text.c_str());
+          },
+          "json"_a = false, "The text of `rime plan --explain` (json=True: the fields of `rime plan --json`, a dict).")
       .def(
           "run",
           [](const rime::Plan& p, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
@@ -580,17 +587,18 @@ NB_MODULE(_rime, m) {
   m.def(
       "explain",
       [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
-         bool as_json) {
+         bool as_dict) -> nb::object {
         rime::PlanOptions o = options_for(device, arch, sms);
         rime::Explanation e;
         {
           nb::gil_scoped_release release;
           e = take(rime::explain(g, o));
         }
-        return as_json ? e.json : e.text;
+        return as_dict ? json_loads(e.json) : nb::str(e.text.c_str());
       },
       "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "json"_a = false,
-      "The text of `rime plan --explain` for any graph, also one no row serves (its rows' reasons).");
+      "The text of `rime plan --explain` for any graph, also one no row serves (its rows' reasons); json=True: the "
+      "fields of `rime plan --json`, a dict.");
 
   m.def(
       "set_cache_dir", [](const std::string& dir) { check(rime::set_cache_dir(dir)); }, "dir"_a,

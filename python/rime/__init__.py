@@ -51,11 +51,21 @@ def cache_entries():
     return cache.ls()
 
 
-def warmup(graphs, device=None):
-    """Plans every graph on `device` (None: the current GPU) and loads its kernels, compiling what the cache does not
-    hold: what a server calls before CUDA-graph capture, so that no plan is made while capturing. Returns the plans.
-    For the torch ops' shapes, rime.torch.warmup."""
-    return [plan(g, device=device) for g in graphs]
+def warmup(what, *args, device=None, **kwargs):
+    """What a server calls before CUDA-graph capture, so that no plan is made while capturing: compiles what the plan
+    cache does not hold, logged, and loads the kernels on `device` (None: the current GPU).
+
+        rime.warmup([graph, ...])                                  # Graphs: their plans, returned
+        rime.warmup(torch.ops.rime.paged_attention_out, *args)     # an operator and its arguments (rime.torch.warmup)
+    """
+    if isinstance(what, Graph):
+        what = [what]
+    if isinstance(what, (list, tuple)) and all(isinstance(g, Graph) for g in what):
+        if args or kwargs:
+            raise TypeError("warmup(graphs, device=None) takes no other arguments")
+        return [plan(g, device=device) for g in what]
+    from . import torch as rime_torch  # an operator of torch.ops.rime, or its name
+    return rime_torch.warmup(what, *args, device=device, **kwargs)
 
 
 __all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "validate", "warmup", "set_cache_dir",

@@ -67,7 +67,8 @@ def test_explain_is_the_text_of_rime_plan_explain(name):
     golden = (ROOT / "tests" / "golden" / f"{name}.explain.txt").read_text()
     g = rime.Graph.from_json(example(name))
     assert rime.explain(g, arch="sm_90a", sms=132) == golden
-    assert json.loads(rime.explain(g, arch="sm_90a", sms=132, json=True))["graph"]["rime_graph"] == 1
+    as_dict = rime.explain(g, arch="sm_90a", sms=132, json=True)
+    assert as_dict["graph"]["rime_graph"] == 1 and as_dict["decision"]["row"].startswith("sdpa_")
 
 
 def test_a_plan_compiles_into_the_cache_that_rime_cache_ls_lists():

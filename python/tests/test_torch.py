@@ -126,3 +126,9 @@ def test_the_eager_functions_are_the_operators_off_the_gpu():
     assert (out.shape, lse.shape, out.device.type) == ((1, 64, 8, 64), (1, 8, 64), "meta")
     for name in OPS:
         assert getattr(rime.torch, name).__name__ == name
+
+
+def test_rime_warmup_takes_an_operator_too():
+    q = meta(1, 64, 8, 64)
+    plan = rime.warmup(torch.ops.rime.attention, q, q, q, causal=True, arch="sm_90a")
+    assert plan.row == "sdpa_sm90_f16"
