@@ -10,7 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -96,12 +96,13 @@ PyObject* interned(const char* s) {
   return o;
 }
 
-// A Python int that must be a non-negative 64-bit value (a pointer or a size).
-uintptr_t as_pointer(PyObject* o, const std::string& what) {
+// A Python int that must be a non-negative 64-bit value (a pointer): run()'s argument `name` (a tensor's name, the
+// stream, the workspace) or its `field`, named in the message (built on the error path only).
+uintptr_t as_pointer(PyObject* o, const std::string& name, const char* field = "") {
   const unsigned long long v = PyLong_AsUnsignedLongLong(o);
   if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
-    invalid_argument(what + ": expected a non-negative int (a device pointer)");
+    invalid_argument("run(): " + name + field + ": expected a non-negative int (a device pointer)");
   }
   return static_cast<uintptr_t>(v);
 }
@@ -184,17 +185,13 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> expected_shape(const rime:
   return {dims, strides};
 }
 
-// Dims and strides address the same elements when they agree after dropping every extent-1 dim (its stride is never
-// multiplied by a nonzero index): a [1] scale binds a [1, 1, 1, 1] tensor, and a transposed view's unit dims may
-// carry any stride.
-bool same_addressing(const std::vector<int64_t>& dims_a, const std::vector<int64_t>& strides_a,
-                     const std::vector<int64_t>& dims_b, const std::vector<int64_t>& strides_b) {
-  std::vector<std::pair<int64_t, int64_t>> a, b;
-  for (size_t i = 0; i < dims_a.size(); ++i)
-    if (dims_a[i] != 1) a.emplace_back(dims_a[i], strides_a[i]);
-  for (size_t i = 0; i < dims_b.size(); ++i)
-    if (dims_b[i] != 1) b.emplace_back(dims_b[i], strides_b[i]);
-  return a == b;
+// The extent-1 dims dropped (a stride no index multiplies): a [1] scale binds a [1, 1, 1, 1] tensor, and a
+// transposed view's unit dims may carry any stride.
+std::vector<std::pair<int64_t, int64_t>> addressed(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != 1) out.emplace_back(dims[i], strides[i]);
+  return out;
 }
 
 // What run() reads off one buffer object.
@@ -202,24 +199,24 @@ struct SeenBuffer {
   uintptr_t ptr = 0;
   SeenType type;
   std::vector<int64_t> dims, strides;
-  int device = -1;  // CUDA ordinal, -1 when not on a CUDA device
-  std::string device_name;
+  int device = -1;             // CUDA ordinal, -1 when not on a CUDA device
+  int dlpack_device_type = 0;  // a DLPack object's device type (when not CUDA, for the message)
 };
 
-std::vector<int64_t> int_tuple(PyObject* tuple, const std::string& what) {
-  if (!PyTuple_Check(tuple)) invalid_argument(what + ": expected a tuple");
+std::vector<int64_t> int_tuple(PyObject* tuple, const std::string& tensor, const char* field) {
+  if (!PyTuple_Check(tuple)) invalid_argument("run(): " + tensor + field + ": expected a tuple");
   std::vector<int64_t> out(static_cast<size_t>(PyTuple_GET_SIZE(tuple)));
   for (size_t i = 0; i < out.size(); ++i) out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
   if (PyErr_Occurred()) {
     PyErr_Clear();
-    invalid_argument(what + ": expected ints");
+    invalid_argument("run(): " + tensor + field + ": expected ints");
   }
   return out;
 }
 
 // A torch-like tensor (data_ptr(), shape, stride(), dtype, get_device()): read with plain attribute calls, which
 // cost well under a microsecond, where its __dlpack__ is Python code that costs several.
-SeenBuffer read_torch_like(nb::handle h, const std::string& what) {
+SeenBuffer read_torch_like(nb::handle h, const std::string& tensor) {
   static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_shape = interned("shape");
   static PyObject* const s_stride = interned("stride");
@@ -236,21 +233,20 @@ SeenBuffer read_torch_like(nb::handle h, const std::string& what) {
     if (!r) throw nb::python_error();
     return nb::steal(r);
   };
-  b.ptr = as_pointer(call(s_data_ptr).ptr(), what + ".data_ptr()");
-  b.dims = int_tuple(get(s_shape).ptr(), what + ".shape");
-  b.strides = int_tuple(call(s_stride).ptr(), what + ".stride()");
+  b.ptr = as_pointer(call(s_data_ptr).ptr(), tensor, ".data_ptr()");
+  b.dims = int_tuple(get(s_shape).ptr(), tensor, ".shape");
+  b.strides = int_tuple(call(s_stride).ptr(), tensor, ".stride()");
   b.type = torch_type(get(s_dtype).ptr());
   const long long dev = PyLong_AsLongLong(call(s_get_device).ptr());
   if (dev == -1 && PyErr_Occurred()) throw nb::python_error();
   b.device = static_cast<int>(dev);
-  b.device_name = b.device >= 0 ? "cuda:" + std::to_string(b.device) : "a device other than CUDA";
   return b;
 }
 
 // Any object with __dlpack__ (CuPy, JAX, numba, ...), through nanobind's DLPack import: no copy, no conversion.
-SeenBuffer read_dlpack(nb::handle h, const std::string& what) {
+SeenBuffer read_dlpack(nb::handle h, const std::string& tensor) {
   nb::ndarray<> a;
-  if (!nb::try_cast(h, a, false)) invalid_argument(what + ": its __dlpack__ export failed");
+  if (!nb::try_cast(h, a, false)) invalid_argument("run(): " + tensor + ": its __dlpack__ export failed");
   SeenBuffer b;
   b.ptr = reinterpret_cast<uintptr_t>(a.data());
   b.type = type_from_dlpack(a.dtype());
@@ -260,7 +256,7 @@ SeenBuffer read_dlpack(nb::handle h, const std::string& what) {
   }
   const bool cuda = a.device_type() == nb::device::cuda::value;
   b.device = cuda ? a.device_id() : -1;
-  b.device_name = cuda ? "cuda:" + std::to_string(b.device) : "DLPack device type " + std::to_string(a.device_type());
+  b.dlpack_device_type = a.device_type();
   return b;
 }
 
@@ -268,38 +264,46 @@ SeenBuffer read_dlpack(nb::handle h, const std::string& what) {
 // graph's tensor in dtype, shape, strides and device (InvalidArgument naming the tensor and both values), and is
 // never copied, cast or made contiguous.
 void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
-  const std::string what = "run(): " + t.name;
-  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), what));
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), t.name));
   static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_dlpack = interned("__dlpack__");
+  auto fail = [&](const std::string& message) { invalid_argument("run(): " + t.name + ": " + message); };
   SeenBuffer b;
-  if (PyObject_HasAttr(h.ptr(), s_data_ptr)) b = read_torch_like(h, what);
-  else if (PyObject_HasAttr(h.ptr(), s_dlpack)) b = read_dlpack(h, what);
-  else invalid_argument(what + ": expected a device pointer (an int), a tensor with data_ptr(), or an object with "
-                        "__dlpack__");
+  if (PyObject_HasAttr(h.ptr(), s_data_ptr)) b = read_torch_like(h, t.name);
+  else if (PyObject_HasAttr(h.ptr(), s_dlpack)) b = read_dlpack(h, t.name);
+  else fail("expected a device pointer (an int), a tensor with data_ptr(), or an object with __dlpack__");
   const bool one_byte = rime::DataType::FP8_E4M3 == t.dtype || rime::DataType::FP8_E5M2 == t.dtype ||
                         rime::DataType::FP8_E8M0 == t.dtype || rime::DataType::FP4_E2M1 == t.dtype;
   const bool type_ok = (b.type.dtype && *b.type.dtype == t.dtype) || (b.type.raw_bytes && one_byte);
   if (!type_ok)
-    invalid_argument(what + ": dtype " + b.type.name + " differs from the graph's " +
-                     std::string(rime::to_string(t.dtype)) + (one_byte ? " (or raw bytes: uint8, int8)" : ""));
+    fail("dtype " + b.type.name + " differs from the graph's " + std::string(rime::to_string(t.dtype)) +
+         (one_byte ? " (or raw bytes: uint8, int8)" : ""));
   const bool container = t.dtype == rime::DataType::FP4_E2M1 && (b.type.raw_bytes || b.type.fp4_pairs);
   const auto [dims, strides] = expected_shape(t, container);
-  if (!same_addressing(b.dims, b.strides, dims, strides)) {
+  const auto seen = addressed(b.dims, b.strides), wanted = addressed(dims, strides);
+  if (seen != wanted) {
     const std::string held = container ? " (FP4 held as bytes: the byte container of the graph's dims " +
                                              list_str(t.dims) + ")"
                                        : "";
-    if (b.dims.size() != dims.size() || !same_addressing(b.dims, dims, dims, dims))
-      invalid_argument(what + ": shape " + list_str(b.dims) + " differs from the graph's " + list_str(dims) + held);
-    invalid_argument(what + ": strides " + list_str(b.strides) + " differ from the graph's " + list_str(strides) +
-                     " (shape " + list_str(dims) + ")" + held + "; rime never copies a tensor to make it fit");
+    auto extents = [](const std::vector<std::pair<int64_t, int64_t>>& a) {
+      std::vector<int64_t> out;
+      for (const auto& d : a) out.push_back(d.first);
+      return out;
+    };
+    if (extents(seen) != extents(wanted))
+      fail("shape " + list_str(b.dims) + " differs from the graph's " + list_str(dims) + held);
+    fail("strides " + list_str(b.strides) + " differ from the graph's " + list_str(strides) + " (shape " +
+         list_str(dims) + ")" + held + "; rime never copies a tensor to make it fit");
   }
-  if (b.device < 0)
-    invalid_argument(what + ": the buffer is on " + b.device_name + "; the plan runs on " +
-                     (plan_device >= 0 ? "cuda:" + std::to_string(plan_device) : std::string("a CUDA device")));
+  if (b.device < 0) {
+    const std::string where = b.dlpack_device_type ? "DLPack device type " + std::to_string(b.dlpack_device_type)
+                                                   : std::string("a device other than CUDA");
+    fail("the buffer is on " + where + "; the plan runs on " +
+         (plan_device >= 0 ? "cuda:" + std::to_string(plan_device) : std::string("a CUDA device")));
+  }
   if (plan_device >= 0 && b.device != plan_device)
-    invalid_argument(what + ": the buffer is on cuda:" + std::to_string(b.device) + ", the plan runs on cuda:" +
-                     std::to_string(plan_device));
+    fail("the buffer is on cuda:" + std::to_string(b.device) + ", the plan runs on cuda:" +
+         std::to_string(plan_device));
   return reinterpret_cast<void*>(b.ptr);
 }
 
@@ -307,20 +311,20 @@ void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
 // (`__cuda_stream__()` -> (version, handle)); None is the legacy default stream.
 void* stream_of(nb::handle h) {
   if (h.is_none()) return nullptr;
-  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "run(): stream"));
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "stream"));
   if (nb::hasattr(h, "__cuda_stream__")) {
     nb::object pair = h.attr("__cuda_stream__")();
-    return reinterpret_cast<void*>(as_pointer(nb::object(pair[1]).ptr(), "run(): stream.__cuda_stream__()[1]"));
+    return reinterpret_cast<void*>(as_pointer(nb::object(pair[1]).ptr(), "stream", ".__cuda_stream__()[1]"));
   }
   if (nb::hasattr(h, "cuda_stream"))
-    return reinterpret_cast<void*>(as_pointer(h.attr("cuda_stream").ptr(), "run(): stream.cuda_stream"));
+    return reinterpret_cast<void*>(as_pointer(h.attr("cuda_stream").ptr(), "stream", ".cuda_stream"));
   invalid_argument("run(): stream: expected an int (a CUstream), None, or a stream object (cuda_stream or "
                    "__cuda_stream__)");
 }
 
 void* workspace_of(nb::handle h, int plan_device) {
   if (h.is_none()) return nullptr;
-  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "run(): workspace"));
+  if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "workspace"));
   static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_get_device = interned("get_device");
   if (PyObject_HasAttr(h.ptr(), s_data_ptr) && PyObject_HasAttr(h.ptr(), s_get_device)) {
@@ -363,37 +367,6 @@ nb::dict tensor_dict(const rime::TensorDesc& t) {
 
 // ---- The plan cache ----------------------------------------------------------------------------------------------
 
-const char* kind_name(rime::cache::EntryKind k) {
-  switch (k) {
-    case rime::cache::EntryKind::Entry: return "entry";
-    case rime::cache::EntryKind::OtherFormat: return "other-format";
-    case rime::cache::EntryKind::Foreign: return "foreign";
-  }
-  return "?";
-}
-
-// The fields of `rime cache ls --json`.
-nb::dict entry_dict(const rime::cache::EntryInfo& e) {
-  nb::dict d;
-  d["name"] = e.name;
-  d["kind"] = kind_name(e.kind);
-  d["key"] = e.key;
-  d["engine"] = e.engine;
-  d["kernel"] = e.name_expression;
-  d["lowered_name"] = e.lowered_name;
-  d["arch"] = e.arch;
-  d["bytes"] = e.bytes;
-  d["cubin_bytes"] = e.cubin_bytes;
-  d["compile_ms"] = e.compile_ms;
-  d["created"] = e.created;
-  d["last_used"] = e.last_used;
-  d["valid"] = e.valid;
-  d["problem"] = e.problem;
-  d["path"] = e.path;
-  d["blocks_entry"] = e.blocks_entry;
-  return d;
-}
-
 // The process's disk cache (set_cache_dir's directory, else the environment's), or CacheCorrupt naming why there is
 // none, as `rime cache` reports it.
 const rime::cache::DiskCache& disk_cache() {
@@ -403,10 +376,16 @@ const rime::cache::DiskCache& disk_cache() {
   return *s.cache;
 }
 
-nb::list entry_list(const std::vector<rime::cache::EntryInfo>& entries) {
-  nb::list out;
-  for (const auto& e : entries) out.append(entry_dict(e));
-  return out;
+// A JSON value as Python objects (a foreign name's bytes that are not UTF-8 replaced, as the CLI prints them).
+nb::object to_python(const nlohmann::json& j) {
+  return json_loads(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// Entries with the fields of `rime cache ls --json` (cache::entry_json, which the CLI prints).
+nb::object entry_list(const std::vector<rime::cache::EntryInfo>& entries) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : entries) j.push_back(rime::cache::entry_json(e));
+  return to_python(j);
 }
 
 // ---- Logging -----------------------------------------------------------------------------------------------------
@@ -616,6 +595,18 @@ NB_MODULE(_rime, m) {
         return entry_list(entries);
       });
   m.def(
+      "_cache_show",
+      [](const std::string& name_or_key) {
+        const rime::cache::DiskCache& disk = disk_cache();
+        rime::Result<rime::cache::EntryInfo> found = rime::Status();
+        {
+          nb::gil_scoped_release release;
+          found = disk.find(name_or_key);
+        }
+        return to_python(rime::cache::entry_json(take(std::move(found))));
+      },
+      "name_or_key"_a);
+  m.def(
       "_cache_stats",
       []() {
         const rime::cache::DiskCache& disk = disk_cache();
@@ -645,15 +636,17 @@ NB_MODULE(_rime, m) {
           bad = disk.verify();
         }
         int64_t checked = 0;
-        std::vector<rime::cache::EntryInfo> foreign;
+        nlohmann::json foreign = nlohmann::json::array();
         for (const auto& e : listed) {
           checked += e.kind == rime::cache::EntryKind::Entry;
-          if (e.kind == rime::cache::EntryKind::Foreign) foreign.push_back(e);
+          if (e.kind != rime::cache::EntryKind::Foreign) continue;
+          foreign.push_back(rime::cache::entry_json(e));
+          foreign.back()["blocks_entry"] = e.blocks_entry;  // as `rime cache verify --json` marks it
         }
         nb::dict d;
         d["checked"] = checked;
         d["quarantined"] = entry_list(bad);
-        d["foreign"] = entry_list(foreign);
+        d["foreign"] = to_python(foreign);
         return d;
       });
   m.def(

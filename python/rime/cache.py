@@ -21,21 +21,9 @@ def ls():
 
 
 def show(name_or_key):
-    """One entry, by its name or a key prefix of at least 4 hex digits (InvalidArgumentError when none or several
-    match)."""
-    from .errors import InvalidArgumentError
-    matches = []
-    for e in ls():
-        if e["kind"] == "foreign":
-            continue
-        if e["name"] == name_or_key:
-            return e
-        if len(name_or_key) >= 4 and e["key"].startswith(name_or_key):
-            matches.append(e)
-    if len(matches) != 1:
-        what = "no cache entry matches" if not matches else f"{len(matches)} entries match"
-        raise InvalidArgumentError(f"{what} {name_or_key!r} (an entry name, or a key prefix of at least 4 hex digits)")
-    return matches[0]
+    """One entry, by its name or a key prefix of at least 4 hex digits (InvalidArgumentError naming the entries when
+    none or several match), as `rime cache show` finds it."""
+    return _rime._cache_show(name_or_key)
 
 
 def stats():

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -670,6 +671,50 @@ Result<int> DiskCache::clear() const {
       ::unlinkat(fd(), ln.c_str(), 0);
   }
   return n;
+}
+
+namespace {
+const char* kind_name(EntryKind k) {
+  switch (k) {
+    case EntryKind::Entry: return "entry";
+    case EntryKind::OtherFormat: return "other-format";
+    case EntryKind::Foreign: return "foreign";
+  }
+  return "?";
+}
+
+// A name or key of the cache, quoted for a message (a foreign name may hold any byte).
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
+nlohmann::json entry_json(const EntryInfo& e) {
+  return {{"name", e.name},           {"kind", kind_name(e.kind)},   {"key", e.key},
+          {"engine", e.engine},       {"kernel", e.name_expression}, {"lowered_name", e.lowered_name},
+          {"arch", e.arch},           {"bytes", e.bytes},            {"cubin_bytes", e.cubin_bytes},
+          {"compile_ms", e.compile_ms}, {"created", e.created},      {"last_used", e.last_used},
+          {"valid", e.valid},         {"problem", e.problem},        {"path", e.path}};
+}
+
+Result<EntryInfo> DiskCache::find(const std::string& want) const {
+  std::vector<EntryInfo> matches;
+  for (const EntryInfo& e : list()) {
+    if (e.kind == EntryKind::Foreign) continue;
+    if (e.name == want) return e;
+    if (want.size() >= 4 && !e.key.empty() && e.key.rfind(want, 0) == 0) matches.push_back(e);
+  }
+  if (want.size() < 4 && matches.empty())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("cache show {}: give an entry name or a key prefix of at least 4 hex digits", quoted(want)));
+  if (matches.empty()) return Status(StatusCode::InvalidArgument, fmt::format("no cache entry matches {}", quoted(want)));
+  if (matches.size() > 1) {
+    std::string names;
+    for (const EntryInfo& m : matches) names += "\n  " + m.name;
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} names {} entries; give more of the key:{}", quoted(want), matches.size(), names));
+  }
+  return matches[0];
 }
 
 DiskCache::Stats DiskCache::stats() const {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,9 @@ struct EntryInfo {
   bool blocks_entry = false;
 };
 
+// An entry's fields as `rime cache ls --json` prints them (the Python package's rime.cache returns the same).
+nlohmann::json entry_json(const EntryInfo& e);
+
 class DiskCache {
  public:
   // Opens (creating it, 0700, when missing) and checks a cache directory: a real directory, or a symlink whose
@@ -134,6 +138,10 @@ class DiskCache {
   // Removes every entry, quarantined entries and stale temp directories (a live writer's stay); returns how
   // many entries. Foreign names stay.
   Result<int> clear() const;
+
+  // The entry `rime cache show` names: an entry name, or a key prefix of at least 4 hex digits that names exactly
+  // one entry (checked with checksums). InvalidArgument otherwise, naming the entries a prefix matches.
+  Result<EntryInfo> find(const std::string& name_or_key) const;
 
   // The totals `rime cache stats` prints, from one listing with checksums.
   struct Stats {

@@ -21,22 +21,7 @@ std::string when(int64_t unix_seconds) {
   return buf;
 }
 
-const char* kind_name(cache::EntryKind k) {
-  switch (k) {
-    case cache::EntryKind::Entry: return "entry";
-    case cache::EntryKind::OtherFormat: return "other-format";
-    case cache::EntryKind::Foreign: return "foreign";
-  }
-  return "?";
-}
-
-nlohmann::json entry_json(const cache::EntryInfo& e) {
-  return {{"name", e.name},           {"kind", kind_name(e.kind)},   {"key", e.key},
-          {"engine", e.engine},       {"kernel", e.name_expression}, {"lowered_name", e.lowered_name},
-          {"arch", e.arch},           {"bytes", e.bytes},            {"cubin_bytes", e.cubin_bytes},
-          {"compile_ms", e.compile_ms}, {"created", e.created},      {"last_used", e.last_used},
-          {"valid", e.valid},         {"problem", e.problem},        {"path", e.path}};
-}
+using cache::entry_json;
 
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -128,29 +113,9 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return kExitOk;
   }
   if (action == "show") {
-    // An entry name, or a key prefix of at least 4 hex digits that names exactly one entry.
-    const std::string& want = opts.key;
-    std::vector<cache::EntryInfo> matches;
-    for (const auto& e : disk.list()) {
-      if (e.kind == cache::EntryKind::Foreign) continue;
-      if (e.name == want) {
-        matches = {e};
-        break;
-      }
-      if (want.size() >= 4 && !e.key.empty() && e.key.rfind(want, 0) == 0) matches.push_back(e);
-    }
-    if (want.size() < 4 && matches.empty())
-      return fail(opts, StatusCode::InvalidArgument,
-                  fmt::format("cache show {}: give an entry name or a key prefix of at least 4 hex digits", shown(want)));
-    if (matches.empty())
-      return fail(opts, StatusCode::InvalidArgument, fmt::format("no cache entry matches {}", shown(want)));
-    if (matches.size() > 1) {
-      std::string names;
-      for (const auto& m : matches) names += "\n  " + m.name;
-      return fail(opts, StatusCode::InvalidArgument,
-                  fmt::format("{} names {} entries; give more of the key:{}", shown(want), matches.size(), names));
-    }
-    const cache::EntryInfo& e = matches[0];
+    Result<cache::EntryInfo> found = disk.find(opts.key);
+    if (!found.ok()) return report_failure(found.status(), opts, "cache");
+    const cache::EntryInfo& e = found.value();
     if (opts.json) return print_json(entry_json(e));
     fmt::print("entry       {}\npath        {}\nkey         {}\nengine      {}\nkernel      {}\nlowered     {}\n"
                "arch        {}\ncubin       {} bytes\ncompile     {:.0f} ms\ncreated     {}\nlast used   {}\n"
