@@ -61,7 +61,7 @@ _BLOCK = {"nvfp4": 16, "mxfp8": 32}
 _MAX_PLANS = 4096
 _plans = OrderedDict()
 _plans_lock = threading.Lock()
-_constants = {}  # (device, kind, value) -> tensor the plans bind where the caller gave none (descale_s, seq_len_q)
+_constants = {}  # (device, kind, value, n) -> tensor the plans bind where the caller gave none (descale_s, seq_len_q)
 
 
 def plan_count():
@@ -176,13 +176,11 @@ class _GraphOfCall:
         return d
 
     def tensor(self, role, index, dims, strides, dtype, output=False):
-        """A tensor of the call (tensors[index]) with the graph's logical dims and strides."""
-        t = self.b.tensor(role, list(dims), self._dtype(role, dtype), strides=list(strides), output=output)
-        self.slots.append((index, 0))
-        self.roles[role.lower()] = t
-        return t
+        """A tensor of the call (tensors[index]) with the graph's logical dims and strides, its torch dtype's."""
+        return self.raw(role, index, dims, strides, self._dtype(role, dtype), output)
 
     def raw(self, role, index, dims, strides, rime_dtype, output=False):
+        """The same with the graph's dtype named (FP4 codes held as bytes, E8M0 scales)."""
         t = self.b.tensor(role, list(dims), rime_dtype, strides=list(strides), output=output)
         self.slots.append((index, 0))
         self.roles[role.lower()] = t
@@ -227,7 +225,7 @@ def _bshd_outputs(g, out, lse):
         g.tensor("Stats", 9, [B, H, S, 1], [sl[0], sl[1], sl[2], 1], torch.float32, output=True)
 
 
-def _out_dtype(q, k, out_dtype):
+def _out_dtype(q, out_dtype):
     if out_dtype is not None:
         return out_dtype
     return torch.bfloat16 if q.dtype in _FP8 else q.dtype
@@ -278,9 +276,9 @@ def _inputs(g, q, k, v, scales, sink, device, qkv_dims):
         g.scalar("scale_s", -1, 1.0, device, False)
         g.scalar("scale_o", 6, 1.0, device, scales[3] is not None)
     if sink is not None:
-        if sink.dtype != torch.float32 or sink.numel() != qd[1]:
-            raise InvalidArgumentError(f"sink: {sink.dtype} of shape {tuple(sink.shape)}; expected float32 with one "
-                                       f"logit per q head ({qd[1]})")
+        if sink.dtype != torch.float32 or sink.numel() != qd[1] or not sink.is_contiguous():
+            raise InvalidArgumentError(f"sink: {sink.dtype} of shape {tuple(sink.shape)}; expected float32, contiguous, "
+                                       f"with one logit per q head ({qd[1]})")
         g.tensor("sink", 7, [1, qd[1], 1, 1], [qd[1], 1, 1, 1], torch.float32)
     return "sdpa_fp8" if fp8 else "sdpa"
 
@@ -314,16 +312,16 @@ def _attention_run(op, q, k, v, dq, dk, dv, so, sink, out, lse, causal, window_l
     return e, tensors
 
 
-def _attention_outputs(q, k, v, out_dtype, return_lse):
+def _attention_outputs(q, v, out_dtype, return_lse):
     B, S, H = q.shape[0], q.shape[1], q.shape[2]
-    out = q.new_empty((B, S, H, v.shape[3]), dtype=_out_dtype(q, k, out_dtype))
+    out = q.new_empty((B, S, H, v.shape[3]), dtype=_out_dtype(q, out_dtype))
     lse = q.new_empty((B, H, S), dtype=torch.float32) if return_lse else None
     return out, lse
 
 
 def _attention(q, k, v, descale_q=None, descale_k=None, descale_v=None, scale_o=None, sink=None, causal=False,
                window_left=-1, softmax_scale=None, out_dtype=None, return_lse=False):
-    out, lse = _attention_outputs(q, k, v, out_dtype, return_lse)
+    out, lse = _attention_outputs(q, v, out_dtype, return_lse)
     e, tensors = _attention_run("attention", q, k, v, descale_q, descale_k, descale_v, scale_o, sink, out, lse, causal,
                                 window_left, softmax_scale)
     _launch(e, tensors, tensors[0].get_device())
@@ -332,7 +330,7 @@ def _attention(q, k, v, descale_q=None, descale_k=None, descale_v=None, scale_o=
 
 def _attention_fake(q, k, v, descale_q=None, descale_k=None, descale_v=None, scale_o=None, sink=None, causal=False,
                     window_left=-1, softmax_scale=None, out_dtype=None, return_lse=False):
-    out, lse = _attention_outputs(q, k, v, out_dtype, return_lse)
+    out, lse = _attention_outputs(q, v, out_dtype, return_lse)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -380,9 +378,9 @@ def _varlen_run(op, q, k, v, cu_q, cu_k, max_q, max_k, dq, dk, dv, so, sink, out
     return e, tensors
 
 
-def _varlen_outputs(q, k, v, out_dtype, return_lse):
+def _varlen_outputs(q, v, out_dtype, return_lse):
     T, H = q.shape[0], q.shape[1]
-    out = q.new_empty((T, H, v.shape[2]), dtype=_out_dtype(q, k, out_dtype))
+    out = q.new_empty((T, H, v.shape[2]), dtype=_out_dtype(q, out_dtype))
     lse = q.new_empty((H, T), dtype=torch.float32) if return_lse else None
     return out, lse
 
@@ -390,7 +388,7 @@ def _varlen_outputs(q, k, v, out_dtype, return_lse):
 def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, descale_q=None,
                       descale_k=None, descale_v=None, scale_o=None, sink=None, causal=False, window_left=-1,
                       softmax_scale=None, out_dtype=None, return_lse=False):
-    out, lse = _varlen_outputs(q, k, v, out_dtype, return_lse)
+    out, lse = _varlen_outputs(q, v, out_dtype, return_lse)
     e, tensors = _varlen_run("attention_varlen", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              descale_q, descale_k, descale_v, scale_o, sink, out, lse, causal, window_left,
                              softmax_scale)
@@ -401,7 +399,7 @@ def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
 def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, descale_q=None,
                            descale_k=None, descale_v=None, scale_o=None, sink=None, causal=False, window_left=-1,
                            softmax_scale=None, out_dtype=None, return_lse=False):
-    out, lse = _varlen_outputs(q, k, v, out_dtype, return_lse)
+    out, lse = _varlen_outputs(q, v, out_dtype, return_lse)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -455,7 +453,7 @@ def _paged_run(op, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out, ls
 def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, descale_q=None, descale_k=None, descale_v=None,
                      scale_o=None, sink=None, seq_lens_q=None, causal=True, window_left=-1, softmax_scale=None,
                      out_dtype=None, return_lse=False):
-    out, lse = _attention_outputs(q, k_cache, v_cache, out_dtype, return_lse)
+    out, lse = _attention_outputs(q, v_cache, out_dtype, return_lse)
     e, tensors = _paged_run("paged_attention", q, k_cache, v_cache, block_table, seq_lens, seq_lens_q, descale_q,
                             descale_k, descale_v, scale_o, sink, out, lse, causal, window_left, softmax_scale)
     _launch(e, tensors, tensors[0].get_device())
@@ -465,7 +463,7 @@ def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, descale_q=None,
 def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, descale_q=None, descale_k=None, descale_v=None,
                           scale_o=None, sink=None, seq_lens_q=None, causal=True, window_left=-1, softmax_scale=None,
                           out_dtype=None, return_lse=False):
-    out, lse = _attention_outputs(q, k_cache, v_cache, out_dtype, return_lse)
+    out, lse = _attention_outputs(q, v_cache, out_dtype, return_lse)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -684,18 +682,18 @@ def warmup(op, *args, device=None, arch=None, **kwargs):
                                                                                ).index
     common = dict(device=dev, arch=arch)
     if name in ("attention", "attention_out"):
-        out, lse = (_attention_outputs(q, b["k"], b["v"], b["out_dtype"], b["return_lse"])
+        out, lse = (_attention_outputs(q, b["v"], b["out_dtype"], b["return_lse"])
                     if name == "attention" else (b["out"], b["lse"]))
         e, _ = _attention_run(name, q, b["k"], b["v"], b["descale_q"], b["descale_k"], b["descale_v"], b["scale_o"],
                               b["sink"], out, lse, b["causal"], b["window_left"], b["softmax_scale"], **common)
     elif name in ("attention_varlen", "attention_varlen_out"):
-        out, lse = (_varlen_outputs(q, b["k"], b["v"], b["out_dtype"], b["return_lse"])
+        out, lse = (_varlen_outputs(q, b["v"], b["out_dtype"], b["return_lse"])
                     if name == "attention_varlen" else (b["out"], b["lse"]))
         e, _ = _varlen_run(name, q, b["k"], b["v"], b["cu_seqlens_q"], b["cu_seqlens_k"], b["max_seqlen_q"],
                            b["max_seqlen_k"], b["descale_q"], b["descale_k"], b["descale_v"], b["scale_o"], b["sink"],
                            out, lse, b["causal"], b["window_left"], b["softmax_scale"], **common)
     elif name in ("paged_attention", "paged_attention_out"):
-        out, lse = (_attention_outputs(q, b["k_cache"], b["v_cache"], b["out_dtype"], b["return_lse"])
+        out, lse = (_attention_outputs(q, b["v_cache"], b["out_dtype"], b["return_lse"])
                     if name == "paged_attention" else (b["out"], b["lse"]))
         e, _ = _paged_run(name, q, b["k_cache"], b["v_cache"], b["block_table"], b["seq_lens"], b["seq_lens_q"],
                           b["descale_q"], b["descale_k"], b["descale_v"], b["scale_o"], b["sink"], out, lse,

@@ -38,7 +38,7 @@ struct Plan::State {
   std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
   std::vector<KernelInfo> infos;
   CUcontext context = nullptr;        // the context the kernels are loaded in (a GPU's primary context)
-  int device_ordinal = -1;            // and its GPU
+  int device_ordinal = -1;            // and its GPU (-1 until prepared)
   std::vector<CUfunction> functions;  // one per stage once prepared
   std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
@@ -277,7 +277,7 @@ Status Plan::prepare() {
   return prepare(ordinal.value());
 }
 
-int Plan::device_ordinal() const { return state_->prepared ? state_->device_ordinal : -1; }
+int Plan::device_ordinal() const { return state_->device_ordinal; }
 
 Status Plan::prepare(int device_ordinal) {
   State& s = *state_;
