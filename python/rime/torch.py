@@ -76,14 +76,15 @@ def clear_plans():
 
 
 class _Entry:
-    """A plan and how a call's tensors bind to its graph: `slots` gives, per graph tensor in uid order, the index of
-    the call's tensor, or -1 and a constant's pointer. `workspaces`: the plan's workspace per stream, for eager
-    calls (below)."""
-    __slots__ = ("plan", "slots", "workspace", "keep", "workspaces")
+    """A plan and how a call's tensors bind to its graph (`binding`: per graph tensor in declaration order, the index
+    of the call's tensor, or a constant's pointer). `workspaces`: the plan's workspace per stream, for eager calls
+    (below)."""
+    __slots__ = ("plan", "binding", "device", "workspace", "keep", "workspaces")
 
     def __init__(self, plan, slots, keep):
         self.plan = plan
-        self.slots = slots
+        self.binding = _rime._CallBinding(plan, slots) if plan.prepared else None
+        self.device = plan.device
         self.workspace = plan.workspace_size
         self.keep = keep  # the constant tensors the slots point into
         self.workspaces = {}
@@ -102,18 +103,20 @@ def _constant(device, kind, value, n=1):
 
 
 def _describe(shape, key):
-    return f"{key[0]} with {', '.join(f'{n} {tuple(s)}' for n, s in shape)}"
+    return f"{key[0][0]} with {', '.join(f'{n} {tuple(s)}' for n, s in shape)}"
 
 
-def _entry(key, device, make, shape, arch=None):
-    """The plan of a shape class, made by make(device) -> (graph, tensor slots, constants) on first use. With `arch`
-    (warmup without a GPU): a plan for that arch, compiled into the plan cache and not kept."""
+def _entry(key, tensors, names, device, make, shape, arch=None):
+    """The plan of a shape class that has none yet, made by make(device) -> (graph, tensor slots, constants). A call
+    (device None) first checks that every tensor is on q's GPU: the key holds each tensor's device, so that a later
+    call with the same key passed this check. With `arch` (warmup without a GPU): a plan for that arch, compiled into
+    the plan cache and not kept."""
     if arch is not None:
         graph, _, _ = make(None)
         return _Entry(_rime.plan(graph, arch=arch), [], [])
-    e = _plans.get(key)
-    if e is not None:
-        return e
+    if device is None:
+        device = tensors[0].get_device()
+        _check_devices(device, names, tensors[1:])
     if torch.cuda.is_current_stream_capturing():
         raise PlanNotReadyError(
             f"torch.ops.rime.{_describe(shape, key)}: no plan for this shape class, and the stream is capturing a "
@@ -131,15 +134,15 @@ def _entry(key, device, make, shape, arch=None):
     return e
 
 
-def _launch(e, tensors, device):
-    ptrs = [tensors[i].data_ptr() if i >= 0 else c for i, c in e.slots]
+def _launch(e, tensors):
+    device = e.device
     stream = torch._C._cuda_getCurrentRawStream(device)
     ws = 0
     if e.workspace:
         # Eager calls on one stream run one after the other, so each (plan, stream) keeps one workspace: an allocation
         # per call cost several microseconds of a decode's host time. Under capture the workspace comes from the
         # caching allocator, hence from the graph's private pool: each captured graph owns its own.
-        if torch.cuda.is_current_stream_capturing():
+        if torch._C._cuda_isCurrentStreamCapturing():
             buf = torch.empty(e.workspace, dtype=torch.uint8, device=torch.device("cuda", device))
         else:
             buf = e.workspaces.get(stream)
@@ -147,7 +150,7 @@ def _launch(e, tensors, device):
                 buf = e.workspaces[stream] = torch.empty(e.workspace, dtype=torch.uint8,
                                                          device=torch.device("cuda", device))
         ws = buf.data_ptr()
-    e.plan.run_pointers(ptrs, ws, stream)
+    e.binding.run(tensors, ws, stream)
 
 
 def _check_devices(device, names, tensors):
@@ -283,9 +286,10 @@ def _inputs(g, q, k, v, scales, sink, device, qkv_dims):
     return "sdpa_fp8" if fp8 else "sdpa"
 
 
-def _key(name, tensors, attrs):
-    """The shape class of a call: every tensor's shape, strides and dtype (None where absent), the attributes."""
-    return (name, attrs) + tuple(None if t is None else (t.shape, t.stride(), t.dtype) for t in tensors)
+def _key(head, tensors, device):
+    """The shape class of a call: `head` (the operator and its attributes), then every tensor's shape, strides, dtype
+    and device (`device` for all when given: a warmup's meta tensors), four Nones where absent. Built in C++."""
+    return _rime._call_key(head, tensors, device)
 
 
 # ---- attention: dense -----------------------------------------------------------------------------------------------
@@ -302,13 +306,12 @@ def _attention_make(name, q, k, v, dq, dk, dv, so, sink, out, lse, causal, windo
 def _attention_run(op, q, k, v, dq, dk, dv, so, sink, out, lse, causal, window_left, softmax_scale, device=None,
                    arch=None):
     tensors = (q, k, v, dq, dk, dv, so, sink, out, lse)
-    if device is None and arch is None:
-        device = q.get_device()
-        _check_devices(device, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "out", "lse"),
-                       tensors[1:])
-    key = _key(op, tensors, (causal, window_left, softmax_scale, device))
-    e = _entry(key, device, _attention_make(op, *tensors, causal, window_left, softmax_scale),
-               (("q", q.shape), ("k", k.shape), ("v", v.shape)), arch)
+    key = _key((op, causal, window_left, softmax_scale), tensors, device)
+    e = _plans.get(key) if arch is None else None
+    if e is None:
+        e = _entry(key, tensors, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "out", "lse"),
+                   device, _attention_make(op, *tensors, causal, window_left, softmax_scale),
+                   (("q", q.shape), ("k", k.shape), ("v", v.shape)), arch)
     return e, tensors
 
 
@@ -324,7 +327,7 @@ def _attention(q, k, v, descale_q=None, descale_k=None, descale_v=None, scale_o=
     out, lse = _attention_outputs(q, v, out_dtype, return_lse)
     e, tensors = _attention_run("attention", q, k, v, descale_q, descale_k, descale_v, scale_o, sink, out, lse, causal,
                                 window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -338,7 +341,7 @@ def _attention_out(q, k, v, out, lse=None, descale_q=None, descale_k=None, desca
                    causal=False, window_left=-1, softmax_scale=None):
     e, tensors = _attention_run("attention_out", q, k, v, descale_q, descale_k, descale_v, scale_o, sink, out, lse,
                                 causal, window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
 
 
 # ---- attention_varlen: ragged (THD) batches ---------------------------------------------------------------------
@@ -367,14 +370,14 @@ def _varlen_make(name, q, k, v, cu_q, cu_k, dq, dk, dv, so, sink, out, lse, max_
 def _varlen_run(op, q, k, v, cu_q, cu_k, max_q, max_k, dq, dk, dv, so, sink, out, lse, causal, window_left,
                 softmax_scale, device=None, arch=None):
     tensors = (q, k, v, dq, dk, dv, so, sink, out, lse, cu_q, cu_k)
-    if device is None and arch is None:
-        device = q.get_device()
-        _check_devices(device, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "out", "lse",
-                                "cu_seqlens_q", "cu_seqlens_k"), tensors[1:])
-    key = _key(op, tensors, (max_q, max_k, causal, window_left, softmax_scale, device))
-    e = _entry(key, device, _varlen_make(op, q, k, v, cu_q, cu_k, dq, dk, dv, so, sink, out, lse, max_q, max_k,
-                                         causal, window_left, softmax_scale),
-               (("q", q.shape), ("k", k.shape), ("v", v.shape), ("cu_seqlens_q", cu_q.shape)), arch)
+    key = _key((op, max_q, max_k, causal, window_left, softmax_scale), tensors, device)
+    e = _plans.get(key) if arch is None else None
+    if e is None:
+        e = _entry(key, tensors, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "out", "lse",
+                                  "cu_seqlens_q", "cu_seqlens_k"), device,
+                   _varlen_make(op, q, k, v, cu_q, cu_k, dq, dk, dv, so, sink, out, lse, max_q, max_k, causal,
+                                window_left, softmax_scale),
+                   (("q", q.shape), ("k", k.shape), ("v", v.shape), ("cu_seqlens_q", cu_q.shape)), arch)
     return e, tensors
 
 
@@ -392,7 +395,7 @@ def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     e, tensors = _varlen_run("attention_varlen", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              descale_q, descale_k, descale_v, scale_o, sink, out, lse, causal, window_left,
                              softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -409,7 +412,7 @@ def _attention_varlen_out(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max
     e, tensors = _varlen_run("attention_varlen_out", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                              descale_q, descale_k, descale_v, scale_o, sink, out, lse, causal, window_left,
                              softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
 
 
 # ---- paged_attention: K/V caches read through a page table ------------------------------------------------------
@@ -439,14 +442,14 @@ def _paged_make(name, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out,
 def _paged_run(op, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out, lse, causal, window_left,
                softmax_scale, device=None, arch=None):
     tensors = (q, kc, vc, dq, dk, dv, so, sink, out, lse, table, lens, lens_q)
-    if device is None and arch is None:
-        device = q.get_device()
-        _check_devices(device, ("k_cache", "v_cache", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "out",
-                                "lse", "block_table", "seq_lens", "seq_lens_q"), tensors[1:])
-    key = _key(op, tensors, (causal, window_left, softmax_scale, device))
-    e = _entry(key, device, _paged_make(op, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out, lse, causal,
-                                        window_left, softmax_scale),
-               (("q", q.shape), ("k_cache", kc.shape), ("block_table", table.shape)), arch)
+    key = _key((op, causal, window_left, softmax_scale), tensors, device)
+    e = _plans.get(key) if arch is None else None
+    if e is None:
+        e = _entry(key, tensors, ("k_cache", "v_cache", "descale_q", "descale_k", "descale_v", "scale_o", "sink",
+                                  "out", "lse", "block_table", "seq_lens", "seq_lens_q"), device,
+                   _paged_make(op, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out, lse, causal,
+                               window_left, softmax_scale),
+                   (("q", q.shape), ("k_cache", kc.shape), ("block_table", table.shape)), arch)
     return e, tensors
 
 
@@ -456,7 +459,7 @@ def _paged_attention(q, k_cache, v_cache, block_table, seq_lens, descale_q=None,
     out, lse = _attention_outputs(q, v_cache, out_dtype, return_lse)
     e, tensors = _paged_run("paged_attention", q, k_cache, v_cache, block_table, seq_lens, seq_lens_q, descale_q,
                             descale_k, descale_v, scale_o, sink, out, lse, causal, window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
     return out, (lse if lse is not None else q.new_empty((0,), dtype=torch.float32))
 
 
@@ -472,7 +475,7 @@ def _paged_attention_out(q, k_cache, v_cache, block_table, seq_lens, out, lse=No
                          softmax_scale=None):
     e, tensors = _paged_run("paged_attention_out", q, k_cache, v_cache, block_table, seq_lens, seq_lens_q, descale_q,
                             descale_k, descale_v, scale_o, sink, out, lse, causal, window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
 
 
 # ---- attention_block_scaled: NVFP4 / MXFP8 outputs ---------------------------------------------------------------
@@ -530,14 +533,14 @@ def _block_scaled_make(name, q, k, v, dq, dk, dv, so, codes, sf, fmt, sf_layout,
 def _block_scaled_run(op, q, k, v, dq, dk, dv, so, codes, sf, fmt, sf_layout, causal, window_left, softmax_scale,
                       device=None, arch=None):
     tensors = (q, k, v, dq, dk, dv, so, None, codes, sf)
-    if device is None and arch is None:
-        device = q.get_device()
-        _check_devices(device, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "codes", "sf_o"),
-                       tensors[1:])
-    key = _key(op, tensors, (fmt, sf_layout, causal, window_left, softmax_scale, device))
-    e = _entry(key, device, _block_scaled_make(op, q, k, v, dq, dk, dv, so, codes, sf, fmt, sf_layout, causal,
-                                               window_left, softmax_scale),
-               (("q", q.shape), ("k", k.shape), ("v", v.shape)), arch)
+    key = _key((op, fmt, sf_layout, causal, window_left, softmax_scale), tensors, device)
+    e = _plans.get(key) if arch is None else None
+    if e is None:
+        e = _entry(key, tensors, ("k", "v", "descale_q", "descale_k", "descale_v", "scale_o", "sink", "codes",
+                                  "sf_o"), device,
+                   _block_scaled_make(op, q, k, v, dq, dk, dv, so, codes, sf, fmt, sf_layout, causal, window_left,
+                                      softmax_scale),
+                   (("q", q.shape), ("k", k.shape), ("v", v.shape)), arch)
     return e, tensors
 
 
@@ -546,7 +549,7 @@ def _attention_block_scaled(q, k, v, descale_q, descale_k, descale_v, scale_o=No
     codes, sf = _block_scaled_outputs(q, v, format, sf_layout)
     e, tensors = _block_scaled_run("attention_block_scaled", q, k, v, descale_q, descale_k, descale_v, scale_o, codes,
                                    sf, format, sf_layout, causal, window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
     return codes, sf
 
 
@@ -559,7 +562,7 @@ def _attention_block_scaled_out(q, k, v, descale_q, descale_k, descale_v, codes,
                                 sf_layout="planes", causal=False, window_left=-1, softmax_scale=None):
     e, tensors = _block_scaled_run("attention_block_scaled_out", q, k, v, descale_q, descale_k, descale_v, scale_o,
                                    codes, sf_o, format, sf_layout, causal, window_left, softmax_scale)
-    _launch(e, tensors, tensors[0].get_device())
+    _launch(e, tensors)
 
 
 # ---- registration ------------------------------------------------------------------------------------------------

@@ -132,3 +132,27 @@ def test_rime_warmup_takes_an_operator_too():
     q = meta(1, 64, 8, 64)
     plan = rime.warmup(torch.ops.rime.attention, q, q, q, causal=True, arch="sm_90a")
     assert plan.row == "sdpa_sm90_f16"
+
+
+def test_shape_class_key_tells_every_field_apart():
+    # The key of a call (built in C++ from each tensor's dims, strides, dtype and device): equal for the same shape
+    # class, different when any one field of any tensor or the attributes differ.
+    key = rime.torch._key
+    q, k = torch.empty(2, 5, 8, 64, dtype=torch.bfloat16), torch.empty(2, 9, 2, 64, dtype=torch.bfloat16)
+    head = ("attention", False, -1, None)
+    base = key(head, (q, k, k, None), None)
+    assert key(head, (q.clone(), k.clone(), k, None), None) == base
+    assert hash(key(head, (q.clone(), k, k, None), None)) == hash(base)
+    different = [
+        key(("attention", True, -1, None), (q, k, k, None), None),                        # an attribute
+        key(head, (q[:1], k, k, None), None),                                             # a dim
+        key(head, (q.transpose(1, 2).contiguous().transpose(1, 2), k, k, None), None),   # strides
+        key(head, (q.to(torch.float16), k, k, None), None),                               # dtype
+        key(head, (q, k, k, k), None),                                                    # a tensor given
+        key(head, (q, k, k, None), 0),                                                    # the device (-1 here)
+        key(head, (q.reshape(2, 5, 512), k, k, None), None),                              # the rank
+    ]
+    assert all(d != base for d in different)
+    assert len(set(different)) == len(different)
+    # Meta tensors stand for tensors on the GPU named: their key equals the real tensors' there.
+    assert key(head, (q.to("meta"), k.to("meta"), k.to("meta"), None), -1) == base

@@ -95,6 +95,17 @@ def test_the_eager_fast_path_is_the_operator():
     assert torch.equal(out, want)
 
 
+def test_a_tensor_on_another_device_is_refused_after_its_shape_class_ran():
+    # The shape-class key holds every tensor's device: a call whose K is on the CPU never finds the plan of the same
+    # shapes on the GPU, and is refused naming k (the check runs when a key has no plan).
+    q, k, v = (torch.randn(1, 128, 4, 64, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    for attempt in range(2):
+        rime.torch.attention_out(q, k, v, out)
+        with pytest.raises(rime.InvalidArgumentError, match="k is on cpu"):
+            rime.torch.attention_out(q, k.cpu(), v, out)
+
+
 def test_a_side_stream_is_the_current_stream_of_the_call():
     q, k, v = (torch.randn(1, 256, 4, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3))
     want, _ = torch.ops.rime.attention(q, k, v)
