@@ -245,7 +245,7 @@ TEST_CASE("a directory in place of an entry's file is repaired and quarantined",
   CHECK(kept);
 }
 
-TEST_CASE("verify leaves other format versions alone; clear leaves a live writer's temp directory", "[cache][hostile]") {
+TEST_CASE("verify leaves other format versions alone, and clear a live writer's temp directory", "[cache][hostile]") {
   const std::string dir = temp_dir();
   cache::DiskCache disk = cache::DiskCache::open(dir).value();
   clear_memory_cache();
