@@ -26,12 +26,15 @@ struct BlockScaledCase {
 };
 
 // The six FP32 [1, 1, 1, 1] scalars of an sdpa_fp8 node: descale_q / k / v / s, scale_s and scale_o. `add`
-// adds a tensor (name, dims, dtype) to the graph and returns its uid.
+// adds a tensor (name, dims, dtype) to the graph and returns its uid. `per_head` bits (kPerHeadQ / K / V) make
+// descale_q / k / v per (batch, kv head) instead: [B, H_kv, 1, 1].
+enum : unsigned { kPerHeadQ = 1, kPerHeadK = 2, kPerHeadV = 4 };
 template <class AddTensor>
-void add_fp8_scalars(AddTensor&& add, SdpaFp8Operands& io) {
-  io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
-  io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
-  io.descale_v = add("descale_v", {1, 1, 1, 1}, DataType::FP32);
+void add_fp8_scalars(AddTensor&& add, SdpaFp8Operands& io, unsigned per_head = 0, int64_t B = 1, int64_t H_kv = 1) {
+  auto dims = [&](unsigned bit) { return per_head & bit ? std::vector<int64_t>{B, H_kv, 1, 1} : std::vector<int64_t>{1, 1, 1, 1}; };
+  io.descale_q = add("descale_q", dims(kPerHeadQ), DataType::FP32);
+  io.descale_k = add("descale_k", dims(kPerHeadK), DataType::FP32);
+  io.descale_v = add("descale_v", dims(kPerHeadV), DataType::FP32);
   io.descale_s = add("descale_s", {1, 1, 1, 1}, DataType::FP32);
   io.scale_s = add("scale_s", {1, 1, 1, 1}, DataType::FP32);
   io.scale_o = add("scale_o", {1, 1, 1, 1}, DataType::FP32);

@@ -738,6 +738,30 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
   }
 }
 
+TEST_CASE("per-(batch, kv head) descales are a fact, explained, and served by the FP8 rows", "[plan][explain]") {
+  PlanOptions h200;
+  h200.device = DeviceDesc::h200();
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));  // B 2, H_kv 8
+  for (int i : {4, 5}) {  // descale_k, descale_v
+    doc["tensors"][i]["dims"] = {2, 8, 1, 1};
+    doc["tensors"][i]["strides"] = {8, 1, 1, 1};
+  }
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  Result<Explanation> e = explain(g.value(), h200);
+  REQUIRE(e.ok());
+  CHECK(e->served);
+  CHECK(e->text.find("descales  per (batch, kv head): descale_k, descale_v\n") != std::string::npos);
+  CHECK(nlohmann::json::parse(e->json)["facts"]["per_head_descales"] == true);
+  // The per-tensor example says nothing of it.
+  Result<Graph> plain = load_graph_file(test::example_path("fp8_prefill"));
+  REQUIRE(plain.ok());
+  Result<Explanation> pe = explain(plain.value(), h200);
+  REQUIRE(pe.ok());
+  CHECK(pe->text.find("descales") == std::string::npos);
+  CHECK(nlohmann::json::parse(pe->json)["facts"]["per_head_descales"] == false);
+}
+
 TEST_CASE("rime::explain and Plan::explain give the text of `rime plan --explain`", "[plan][explain]") {
   PlanOptions h200;
   h200.device = DeviceDesc::h200();

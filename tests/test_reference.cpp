@@ -669,6 +669,50 @@ TEST_CASE("the block-scaled output check passes quantized reference outputs and 
 // MXFP8 inputs in the reference: with every scale 2^0 the row equals the per-tensor FP8 reference of the same
 // bytes (descales 1); a Q row whose scales are all 2^1 equals attn_scale doubled; one V block at 2^1 doubles
 // exactly that block's keys' share of O.
+TEST_CASE("per-(batch, kv head) descales: query head h of batch b reads entry [b, h / group]", "[reference]") {
+  const int64_t B = 2, H_kv = 2, group = 3, H_q = H_kv * group, S_q = 9, S_kv = 40, D = 64;
+  auto build = [&](unsigned per_head) {
+    Graph g("descales");
+    test::TensorAdder add{g};
+    SdpaFp8Operands io;
+    io.q = add("Q", {B, H_q, S_q, D}, DataType::FP8_E4M3);
+    io.k = add("K", {B, H_kv, S_kv, D}, DataType::FP8_E4M3);
+    io.v = add("V", {B, H_kv, S_kv, D}, DataType::FP8_E4M3);
+    io.o = add("O", {B, H_q, S_q, D}, DataType::BF16, true);
+    test::add_fp8_scalars(add, io, per_head, B, H_kv);
+    REQUIRE(g.sdpa_fp8(io, {}, "attn").ok());
+    return g;
+  };
+  const Graph per_head = build(test::kPerHeadQ | test::kPerHeadK | test::kPerHeadV), per_tensor = build(0);
+  REQUIRE(validate(per_head).ok());
+  Result<Facts> fh = analyze(per_head, DeviceDesc::h200()), ft = analyze(per_tensor, DeviceDesc::h200());
+  REQUIRE(fh.ok());
+  REQUIRE(ft.ok());
+  CHECK(fh->per_head_descales);
+  CHECK_FALSE(ft->per_head_descales);
+  const testing::TrialInputs in = testing::make_inputs(per_head, 5);  // a draw per (batch, kv head)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H_q; ++h) {
+      // The per-tensor graph with the three descales of entry [b, h / group] gives the same row.
+      HostTensors flat = in.tensors;
+      for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV}) {
+        const int64_t uid = per_head.operand(r)->uid;
+        const double v = load_element(DataType::FP32, in.tensors.at(uid).data(), b * H_kv + h / group);
+        flat[uid].assign(4, 0);
+        store_element(DataType::FP32, flat[uid].data(), 0, v);
+      }
+      for (int64_t i : {0, 8}) {
+        const RowResult a = attention_row(per_head, fh.value(), in.tensors, b, h, i);
+        const RowResult c = attention_row(per_tensor, ft.value(), flat, b, h, i);
+        for (int64_t d = 0; d < D; ++d) CHECK(a.o[d] == c.o[d]);
+        CHECK(a.lse == c.lse);
+      }
+    }
+  // And the entries differ (one draw each), so a reader of entry 0 would not pass the rows above.
+  const std::vector<uint8_t>& dk = in.tensors.at(per_head.operand(Role::DescaleK)->uid);
+  CHECK(load_element(DataType::FP32, dk.data(), 0) != load_element(DataType::FP32, dk.data(), 3));
+}
+
 TEST_CASE("the MXFP8-input reference applies SF_Q, SF_K and SF_V where SPEC section 6 puts them", "[reference][mx]") {
   test::MxInputsCase c;
   c.B = 1, c.H_q = 2, c.H_kv = 1, c.S_q = 40, c.S_kv = 70, c.D = 64;
@@ -885,7 +929,7 @@ TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ra
   CHECK(declined.reason == "row sdpa_sm90_fp8: ragged (THD) Q and K/V through cu_seqlens not supported");
 }
 
-TEST_CASE("FLOPs of a padded run count each sequence's pairs; at full lengths the tensor formula", "[reference]") {
+TEST_CASE("FLOPs of a padded run count each sequence's pairs, and at full lengths the tensor formula", "[reference]") {
   Result<Graph> g = load_graph_file(test::example_path("fp16_window_padding"));  // causal + window 256, S 1000
   REQUIRE(g.ok());
   Result<Facts> f = analyze(g.value(), DeviceDesc::h200());

@@ -31,6 +31,11 @@ struct BatchExtent {
   int q_tok0, kv_tok0;
 };
 
+// descale_q / k / v of (batch b, kv head h_kv): per tensor (strides 0) or per (batch, kv head).
+__device__ __forceinline__ float descale_at(const float* d, const int (&stride)[2], int b, int h_kv) {
+  return d[b * stride[0] + h_kv * stride[1]];
+}
+
 template <int kFeatures>
 __device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) {
   constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
@@ -452,8 +457,9 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   const Staged staged(stage);
   const int lane = tid % 32, t = lane % 4;
   float descale_v = 1.f;
-  if constexpr (kFp8) descale_v = (kMx ? 1.f : p.descale_v[0]) / kPScale;
-  if constexpr ((kFeatures & RIME_F_KV_FP8) != 0) descale_v = p.descale_v[0];  // FP8 V under a 16-bit Q and P
+  if constexpr (kFp8) descale_v = (kMx ? 1.f : descale_at(p.descale_v, p.descale_v_stride, b, h_kv)) / kPScale;
+  if constexpr ((kFeatures & RIME_F_KV_FP8) != 0)  // FP8 V under a 16-bit Q and P
+    descale_v = descale_at(p.descale_v, p.descale_v_stride, b, h_kv);
   float scale_o = 1.f;
   if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   float amax_o = 0.f, amax_s = 0.f;

@@ -103,6 +103,9 @@ struct SdpaParams {
   int sf_layout;  // 0: per-(b,h) planes (pad rows zeroed), 1: token-major
   int sf_rows, sf_cols;  // R and C of sf_o
   int sf_q_rows, sf_q_cols, sf_k_rows, sf_k_cols, sf_v_rows, sf_v_cols;  // R and C of the input scale planes
+  // descale_q / k / v of (batch b, kv head h_kv) are element b * stride[0] + h_kv * stride[1]: a per-(batch, kv
+  // head) scale's strides, 0 and 0 for a per-tensor one, so that one kernel serves both (read once per work tile).
+  int descale_q_stride[2], descale_k_stride[2], descale_v_stride[2];
 };
 
 struct CombineParams {

@@ -125,6 +125,13 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.descale_q = static_cast<const float*>(b.of(f, Role::DescaleQ));
   p.descale_k = static_cast<const float*>(b.of(f, Role::DescaleK));
   p.descale_v = static_cast<const float*>(b.of(f, Role::DescaleV));
+  auto descale_strides = [&](Role role, int (&stride)[2]) {
+    const TensorFacts& d = f.operand(role);
+    for (int i = 0; i < 2; ++i) stride[i] = d.bound && d.dims[i] > 1 ? static_cast<int>(d.strides[i]) : 0;
+  };
+  descale_strides(Role::DescaleQ, p.descale_q_stride);
+  descale_strides(Role::DescaleK, p.descale_k_stride);
+  descale_strides(Role::DescaleV, p.descale_v_stride);
   p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
   p.o_partial = static_cast<float*>(b.region(c.derived, "o_partial"));
   p.lse_partial = static_cast<float*>(b.region(c.derived, "lse_partial"));

@@ -279,7 +279,8 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   cp_async_commit();
 
   float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr ((T::kFp8 && !kMx) || kKv8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  if constexpr ((T::kFp8 && !kMx) || kKv8)
+    scale_log2 *= descale_at(p.descale_q, p.descale_q_stride, b, h_kv) * descale_at(p.descale_k, p.descale_k_stride, b, h_kv);
   // A BF16 Q's rows were widened by 2^e each (load_q_bf16_as_fp16): S's rows are multiplied back by 2^-e.
   float q_row_factor[2] = {1.f, 1.f};
   if constexpr (kQBf16) {

@@ -89,7 +89,8 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   load_q<Cfg>(p, w, sQw, cw, ctid);
 
   float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr (kFp8) scale_log2 *= p.descale_q[0] * p.descale_k[0];
+  if constexpr (kFp8)
+    scale_log2 *= descale_at(p.descale_q, p.descale_q_stride, b, h_kv) * descale_at(p.descale_k, p.descale_k_stride, b, h_kv);
   const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
 
   float o_acc[kDT][4];

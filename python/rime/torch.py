@@ -247,9 +247,10 @@ def _attributes(causal, window_left, softmax_scale):
     return a
 
 
-def _inputs(g, q, k, v, scales, sink, device, qkv_dims):
+def _inputs(g, q, k, v, scales, sink, device, qkv_dims, batch):
     """Q, K, V (slots 0-2), the FP8 scales (descale_q, descale_k, descale_v, scale_o: slots 3-6) and the sink (slot 7)
-    of a call: returns the op kind, sdpa or sdpa_fp8."""
+    of a call of `batch` sequences: returns the op kind, sdpa or sdpa_fp8. descale_q / k / v are one float32, or one
+    per (sequence, kv head): [B, H_kv] (FA3's shape) or [B, H_kv, 1, 1]."""
     (qd, qs), (kd, ks), (vd, vs) = qkv_dims
     g.tensor("Q", 0, qd, qs, q.dtype)
     g.tensor("K", 1, kd, ks, k.dtype)
@@ -268,13 +269,19 @@ def _inputs(g, q, k, v, scales, sink, device, qkv_dims):
             if t is None and needed:
                 raise InvalidArgumentError(f"{n}: FP8 K and V (and an FP8 Q) need their descales, as one-element "
                                            "float32 device tensors")
-            if t is not None and (t.dtype != torch.float32 or t.numel() != 1):
-                raise InvalidArgumentError(f"{n}: {t.dtype} of shape {tuple(t.shape)}; a scale is one float32 on the "
-                                           "device (per-tensor)")
+            per_head = (batch, kd[1])
+            shape_ok = t is not None and (t.numel() == 1 or (
+                n != "scale_o" and tuple(t.shape) in (per_head, per_head + (1, 1))))
+            if t is not None and (t.dtype != torch.float32 or not shape_ok):
+                raise InvalidArgumentError(
+                    f"{n}: {t.dtype} of shape {tuple(t.shape)}; a scale is one float32 on the device" +
+                    ("" if n == "scale_o" else f", or one per (sequence, kv head): {per_head} or {per_head + (1, 1)}"))
         # A 16-bit Q without descale_q, and the scales of S that rime's kernels do not need, bind a constant 1.
-        g.scalar("descale_q", 3, 1.0, device, scales[0] is not None)
-        g.scalar("descale_k", 4, 1.0, device, True)
-        g.scalar("descale_v", 5, 1.0, device, True)
+        for n, index, t in (("descale_q", 3, scales[0]), ("descale_k", 4, scales[1]), ("descale_v", 5, scales[2])):
+            if t is not None and t.numel() > 1:
+                g.tensor(n, index, [batch, kd[1], 1, 1], [t.stride(0), t.stride(1), 1, 1], torch.float32)
+            else:
+                g.scalar(n, index, 1.0, device, t is not None)
         g.scalar("descale_s", -1, 1.0, device, False)
         g.scalar("scale_s", -1, 1.0, device, False)
         g.scalar("scale_o", 6, 1.0, device, scales[3] is not None)
@@ -297,7 +304,7 @@ def _key(head, tensors, device):
 def _attention_make(name, q, k, v, dq, dk, dv, so, sink, out, lse, causal, window_left, softmax_scale):
     def make(device):
         g = _GraphOfCall(name)
-        kind = _inputs(g, q, k, v, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(k), _bshd(v)))
+        kind = _inputs(g, q, k, v, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(k), _bshd(v)), q.shape[0])
         _bshd_outputs(g, out, lse)
         return g.build(kind, **_attributes(causal, window_left, softmax_scale)), g.slots, g.keep
     return make
@@ -350,7 +357,7 @@ def _varlen_make(name, q, k, v, cu_q, cu_k, dq, dk, dv, so, sink, out, lse, max_
                  softmax_scale):
     def make(device):
         g = _GraphOfCall(name)
-        kind = _inputs(g, q, k, v, (dq, dk, dv, so), sink, device, (_thd(q), _thd(k), _thd(v)))
+        kind = _inputs(g, q, k, v, (dq, dk, dv, so), sink, device, (_thd(q), _thd(k), _thd(v)), cu_q.shape[0] - 1)
         od, os_ = _thd(out)
         g.tensor("O", 8, od, os_, out.dtype, output=True)
         if lse is not None:
@@ -421,7 +428,7 @@ def _paged_make(name, q, kc, vc, table, lens, lens_q, dq, dk, dv, so, sink, out,
                 softmax_scale):
     def make(device):
         g = _GraphOfCall(name)
-        kind = _inputs(g, q, kc, vc, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(kc), _bshd(vc)))
+        kind = _inputs(g, q, kc, vc, (dq, dk, dv, so), sink, device, (_bshd(q), _bshd(kc), _bshd(vc)), q.shape[0])
         _bshd_outputs(g, out, lse)
         B, S_q = q.shape[0], q.shape[1]
         for role, t, dims in (("page_table", table, 2), ("seq_len_kv", lens, 1)):
@@ -509,7 +516,7 @@ def _block_scaled_make(name, q, k, v, dq, dk, dv, so, codes, sf, fmt, sf_layout,
             raise InvalidArgumentError(f"q / k / v: {q.dtype} / {k.dtype}; a block-scaled O is made from FP8 inputs")
         B, S, H, D, R, C = _sf_geometry(q, v, fmt, sf_layout)
         g = _GraphOfCall(name)
-        kind = _inputs(g, q, k, v, (dq, dk, dv, so), None, device, (_bshd(q), _bshd(k), _bshd(v)))
+        kind = _inputs(g, q, k, v, (dq, dk, dv, so), None, device, (_bshd(q), _bshd(k), _bshd(v)), q.shape[0])
         od, os_ = _bshd(codes)
         if fmt == "nvfp4":  # the codes' byte container [B, S, H, D / 2] holds the FP4 O [B, H, S, D]
             if codes.dtype != torch.uint8 or codes.shape[3] * 2 != D or codes.stride(3) != 1:

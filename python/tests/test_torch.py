@@ -156,3 +156,29 @@ def test_shape_class_key_tells_every_field_apart():
     assert len(set(different)) == len(different)
     # Meta tensors stand for tensors on the GPU named: their key equals the real tensors' there.
     assert key(head, (q.to("meta"), k.to("meta"), k.to("meta"), None), -1) == base
+
+
+def test_per_head_descales_plan_as_the_graphs_per_batch_and_kv_head_descales():
+    # FA3's shape [B, H_kv] (and [B, H_kv, 1, 1]) for descale_q / k / v, dense, varlen and paged; planned for an arch.
+    q8, k8 = meta(2, 130, 8, 128, dtype=F8), meta(2, 300, 2, 128, dtype=F8)
+    per_head = meta(2, 2, dtype=torch.float32)
+    plan = rime.torch.warmup("attention", q8, k8, k8, per_head, per_head, meta(2, 2, 1, 1, dtype=torch.float32),
+                             arch="sm_90a")
+    assert "descales  per (batch, kv head): descale_q, descale_k, descale_v" in plan.explain()
+    descales = {t["name"]: t for t in plan.graph.tensors if t["name"].startswith("descale_")}
+    assert descales["descale_k"]["dims"] == [2, 2, 1, 1] and descales["descale_s"]["dims"] == [1, 1, 1, 1]
+    tq, tk, cu = meta(700, 8, 128, dtype=F8), meta(900, 2, 128, dtype=F8), meta(4, dtype=torch.int32)
+    plan = rime.torch.warmup("attention_varlen", tq, tk, tk, cu, cu, 400, 500, scale(),
+                             meta(3, 2, dtype=torch.float32), meta(3, 2, dtype=torch.float32), arch="sm_90a")
+    assert "descales  per (batch, kv head): descale_k, descale_v" in plan.explain()
+    pq, cache = meta(4, 1, 32, 128, dtype=torch.bfloat16), meta(300, 16, 8, 128, dtype=F8)
+    table, lens = meta(4, 40, dtype=torch.int32), meta(4, dtype=torch.int32)
+    kv_scales = meta(4, 8, dtype=torch.float32)
+    plan = rime.torch.warmup("paged_attention", pq, cache, cache, table, lens, None, kv_scales, kv_scales,
+                             arch="sm_90a")
+    assert "descale_k, descale_v" in plan.explain()
+    # A shape of neither kind is named with both accepted shapes; scale_o stays one value.
+    with pytest.raises(rime.InvalidArgumentError, match=r"descale_k: torch.float32 of shape \(2, 8\); .* \(2, 2\)"):
+        rime.torch.warmup("attention", q8, k8, k8, scale(), meta(2, 8, dtype=torch.float32), scale(), arch="sm_90a")
+    with pytest.raises(rime.InvalidArgumentError, match=r"scale_o: torch.float32 of shape \(2, 2\); a scale is one"):
+        rime.torch.warmup("attention", q8, k8, k8, scale(), scale(), scale(), per_head, arch="sm_90a")

@@ -189,6 +189,28 @@ def test_a_bf16_q_over_a_paged_fp8_cache():
     assert rel_l2(out, paged_reference(qf, kf, vf, table, lens, 1.0, 0.5, 2.0)) < 3e-2
 
 
+def test_per_head_descales_dense_and_paged():
+    # descale_q / k / v per (sequence, kv head), FA3's [B, H_kv]: each kv head's K and V (and its q heads) dequantized
+    # by their own entry. Dense FP8 prefill (GQA 4), and a paged decode with a BF16 Q over an FP8 cache.
+    (q, qf), (k, kf), (v, vf) = fp8((2, 300, 8, 128)), fp8((2, 400, 2, 128)), fp8((2, 400, 2, 128))
+    dq, dk, dv = (torch.rand(2, 2, device=DEV) + 0.5 for _ in range(3))
+    out, _ = torch.ops.rime.attention(q, k, v, dq, dk, dv[..., None, None], causal=True)
+    per_q_head = lambda d: d.repeat_interleave(4, 1)[:, None, :, None]  # [B, 1, H_q, 1] over [B, S, H_q, D]
+    per_kv_head = lambda d: d[:, None, :, None]
+    want, _ = reference(qf * per_q_head(dq), kf * per_kv_head(dk), vf * per_kv_head(dv), causal=True)
+    assert rel_l2(out, want) < 3e-2
+    flat, _ = torch.ops.rime.attention(q, k, v, scalar(1.0), scalar(1.0), scalar(1.0), causal=True)
+    assert rel_l2(flat, want) > 0.05  # the scales matter: a per-tensor 1 is not the answer
+
+    q, qf, kc, kf, vc, vf, table, lens = paged_case(4, 1, 16, q_dtype=torch.bfloat16)
+    H_kv = kc.shape[2]
+    dk, dv = torch.rand(4, H_kv, device=DEV) + 0.5, torch.rand(4, H_kv, device=DEV) + 0.5
+    out, _ = torch.ops.rime.paged_attention(q, kc, vc, table, lens, None, dk, dv)
+    want = torch.cat([paged_reference(qf[b:b + 1], kf * dk[b][None, None, :, None], vf * dv[b][None, None, :, None],
+                                      table[b:b + 1], lens[b:b + 1], 1.0, 1.0, 1.0) for b in range(4)])
+    assert rel_l2(out, want) < 3e-2
+
+
 def test_cuda_graph_capture_replays_with_new_tables_lengths_and_scales():
     q, qf, kc, kf, vc, vf, table, lens = paged_case(4, 1, 16)
     dq, dk, dv = scalar(0.5), scalar(0.5), scalar(1.0)

@@ -82,6 +82,8 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
     f.sf_o_cols = sf->dims[3];
   }
   f.has_scale_o = graph.operand(Role::ScaleO) != nullptr;
+  for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV})
+    if (const TensorDesc* d = graph.operand(r); d && d->dims[0] * d->dims[1] > 1) f.per_head_descales = true;
   if (const TensorDesc* cu = graph.operand(Role::CuSeqlensQ)) {
     f.ragged_q = true;
     f.B = cu->dims[0] - 1;

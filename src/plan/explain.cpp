@@ -50,6 +50,13 @@ void print_facts(std::string& out, const Facts& f) {
   out += fmt::format("  outputs   {}\n", outs);
   out += fmt::format("  sink {}  scale_o {}  decode {}  attn_scale {}\n", yes_no(f.has_sink), yes_no(f.has_scale_o),
                      yes_no(f.decode), f.attn_scale);
+  if (f.per_head_descales) {
+    std::string which;
+    for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV})
+      if (const TensorFacts& d = f.operand(r); d.bound && d.dims[0] * d.dims[1] > 1)
+        which += (which.empty() ? "" : ", ") + d.name;
+    out += fmt::format("  descales  per (batch, kv head): {}\n", which);
+  }
   out += fmt::format("  split     {}\n", f.split_eligible ? "eligible" : "ineligible: " + f.split_ineligible_reason);
   if (f.pinned_split) out += fmt::format("  pinned    split_kv {}\n", *f.pinned_split);
   if (f.pinned_tile) out += fmt::format("  pinned    tile {}x{}\n", f.pinned_tile->q, f.pinned_tile->kv);

@@ -366,8 +366,17 @@ Status Checker::expect_dtype(Role r, DataType want) const {
 Status Checker::check_small_operands() const {
   const auto& q = t(Role::Q)->dims;
   const int64_t B = batch(), Hq = q[1], Sq = q[2];
-  for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV, Role::DescaleS, Role::ScaleS, Role::ScaleO,
-                 Role::AmaxS, Role::AmaxO}) {
+  // descale_q / k / v: per tensor, or per (batch, kv head) as FA3 and FlashInfer's serving paths take them.
+  const int64_t Hkv = t(Role::K)->dims[1];
+  for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV}) {
+    const TensorDesc* d = t(r);
+    if (d && d->dims != std::vector<int64_t>{1, 1, 1, 1} && d->dims != std::vector<int64_t>{B, Hkv, 1, 1})
+      return fail(at_tensor(*d, "dims"),
+                  fmt::format("{} ({}): dims {} must be [1,1,1,1] (per tensor) or [{},{},1,1] (per batch and kv head)",
+                              d->name, to_string(r), dims_str(d->dims), B, Hkv));
+    RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::FP32));
+  }
+  for (Role r : {Role::DescaleS, Role::ScaleS, Role::ScaleO, Role::AmaxS, Role::AmaxO}) {
     RIME_RETURN_IF_ERROR(expect_dims(r, {1, 1, 1, 1}, "a per-tensor scalar"));
     RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::FP32));
   }

@@ -242,8 +242,10 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
       }
       case Role::DescaleQ:
       case Role::DescaleK:
-      case Role::DescaleV:
-        reference::store_element(t.dtype, bytes.data(), 0, uniform(0.5, 1.5));
+      case Role::DescaleV:  // per tensor, or one per (batch, kv head): each its own draw
+        for (int64_t b = 0; b < t.dims[0]; ++b)
+          for (int64_t h = 0; h < t.dims[1]; ++h)
+            reference::store_element(t.dtype, bytes.data(), b * t.strides[0] + h * t.strides[1], uniform(0.5, 1.5));
         break;
       case Role::ScaleO:
         reference::store_element(t.dtype, bytes.data(), 0, uniform(0.5, 2.0));

@@ -57,6 +57,8 @@ struct Facts {
   std::optional<SfLayout> sf_o_layout;  // when o_block_scale != 0
   int64_t sf_o_rows = 0, sf_o_cols = 0;  // R and C of sf_o
   bool has_scale_o = false;
+  // descale_q, descale_k or descale_v is per (batch, kv head) ([B, H_kv, 1, 1]) rather than per tensor.
+  bool per_head_descales = false;
   bool decode = false;  // S_q == 1
   // Paged K/V (a page_table is bound): K and V are pools of num_pages pages of page_size keys; S_kv is then the
   // longest sequence the table can address, max_pages x page_size (each sequence's length is seq_len_kv[b]).

@@ -49,8 +49,9 @@ struct CapabilityRow {
   std::vector<RowTile> tiles;
   // The tiles listed for these head dims, in row order.
   std::vector<RowTile> tiles_for(int64_t d_qk, int64_t d_v) const;
-  // Fewest packed rows (S_q x group) the row serves: an engine whose smallest row tile is large declines graphs
-  // that would leave it mostly empty (decode), so that a row with small tiles runs them.
+  // Fewest packed rows (S_q x group) the row serves on tiles of more than one consumer warpgroup: an engine whose
+  // large row tiles would run mostly empty (decode) declines such graphs, except for head dims it lists a
+  // one-consumer (64-row) tile for, so that a row with small tiles runs the rest.
   int64_t min_packed_rows = 0;
   std::string notes;
 };

@@ -12,10 +12,13 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-double scalar(const Graph& g, const HostTensors& t, Role role, double fallback) {
+// A descale of (batch b, kv head h_kv): per tensor ([1,1,1,1]) or per (batch, kv head) ([B,H_kv,1,1]), SPEC
+// section 1; an extent-1 dim's stride is never multiplied.
+double descale(const Graph& g, const HostTensors& t, Role role, int64_t b, int64_t h_kv) {
   const TensorDesc* d = g.operand(role);
-  if (!d) return fallback;
-  return load_element(d->dtype, t.at(d->uid).data(), 0);
+  if (!d) return 1.0;
+  const int64_t at = (d->dims[0] > 1 ? b * d->strides[0] : 0) + (d->dims[1] > 1 ? h_kv * d->strides[1] : 0);
+  return load_element(d->dtype, t.at(d->uid).data(), at);
 }
 
 int64_t int_at(const HostTensors& t, const TensorDesc& d, int64_t index) {
@@ -95,9 +98,9 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
   const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K);
   const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data();
   const int64_t h_kv = h / f.group;
-  const double scale = static_cast<double>(f.attn_scale) * scalar(g, t, Role::DescaleQ, 1.0) *
-                       scalar(g, t, Role::DescaleK, 1.0);
-  out.descale_v = scalar(g, t, Role::DescaleV, 1.0);
+  const double scale = static_cast<double>(f.attn_scale) * descale(g, t, Role::DescaleQ, b, h_kv) *
+                       descale(g, t, Role::DescaleK, b, h_kv);
+  out.descale_v = descale(g, t, Role::DescaleV, b, h_kv);
   if (f.has_sink && !kv_range) out.sink = load_element(DataType::FP32, t.at(g.operand(Role::Sink)->uid).data(), h);
   KvRange keys = unmasked_keys(g, f, t, b, i);
   if (kv_range) {
