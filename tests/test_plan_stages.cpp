@@ -206,8 +206,7 @@ TEST_CASE("FP8 and BF16 prefill on sm_90a run on the warp-specialized engine", "
   CHECK(c89->derived.stages.size() == 1);
 }
 
-TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-specialized one, both through the table",
-          "[choose][paged]") {
+TEST_CASE("paged K/V: the facts, and decode and prefill on the Hopper engine through the table", "[choose][paged]") {
   json doc = example_json("fp8_paged_decode");
   Facts f = facts_of(doc);
   CHECK(f.paged);
@@ -216,21 +215,25 @@ TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-
   CHECK(f.max_pages == 64);
   CHECK(f.S_kv == 1024);
   const std::vector<RowVerdict> decode_verdicts = match(f);
-  // The Hopper row serves paged K/V; a decode step's few packed rows are what it declines.
-  CHECK(verdict_of(decode_verdicts, "sdpa_sm90_fp8").field == "min_packed_rows");
+  // Both FP8 rows serve paged K/V; a decode step's 4 packed rows take the Hopper engine's one-consumer tile.
+  CHECK(verdict_of(decode_verdicts, "sdpa_sm90_fp8").accepted);
+  CHECK(verdict_of(decode_verdicts, "sdpa_mma_fp8").accepted);
   Result<Config> c = choose(f, decode_verdicts);
   REQUIRE(c.ok());
-  CHECK(c->decision.row_id == "sdpa_mma_fp8");
+  CHECK(c->decision.row_id == "sdpa_sm90_fp8");
+  CHECK(c->decision.consumer_warpgroups == 1);
+  CHECK(c->decision.tile == TileShape{64, 128});
   REQUIRE(c->derived.stages.size() == 2);  // attention + combine: decode splits
-  CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_mma_fwd"));
+  CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd"));
   // A split decode over per-sequence lengths runs balanced: a persistent grid (x set from the occupancy when the
-  // plan is loaded; here the planning estimate: 8 one-warp CTAs per SM by registers, 132 SMs).
+  // plan is loaded; here the planning estimate: two CTAs of one consumer per SM, 132 SMs).
   CHECK(c->decision.split_kv > 1);
   CHECK(c->derived.stages[0].persistent);
-  CHECK(has(c->derived.stages[0].spec.name_expression, std::to_string(626 | RIME_F_BALANCED)));
-  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{8 * 132, 1, 1});
+  CHECK(has(c->derived.stages[0].spec.name_expression, "balanced, one_consumer>"));
+  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{2 * 132, 1, 1});
   CHECK_FALSE(c->derived.stages[1].persistent);
-  // A BF16 Q over the same FP8 cache keeps the grid of per-sequence chunks (balanced, that kernel was slower).
+  // A BF16 Q over the same FP8 cache runs on the mma.sync engine (the Hopper row declines a 16-bit Q over FP8 K/V),
+  // on the grid of per-sequence chunks (balanced, that kernel was slower).
   {
     json q16 = doc;
     q16["tensors"][0]["dtype"] = "BF16";
@@ -244,10 +247,10 @@ TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-
   // A cache of more than 32768 KV tiles keeps the chunk grid too (the kernel's walk counts in 32 bits).
   {
     json long_cache = doc;
-    long_cache["tensors"][13]["dims"][1] = 65600;  // page_table [B, max_pages]: 65600 x 16 keys
+    long_cache["tensors"][13]["dims"][1] = 262400;  // page_table [B, max_pages]: 262400 x 16 keys, 32800 KV tiles
     long_cache["tensors"][13].erase("strides");
     Facts fl = facts_of(long_cache);
-    REQUIRE(fl.S_kv == 65600 * 16);
+    REQUIRE(fl.S_kv == 262400 * 16);
     Result<Config> cl = choose(fl, match(fl));
     REQUIRE(cl.ok());
     CHECK(cl->decision.split_kv > 1);
@@ -267,12 +270,8 @@ TEST_CASE("paged K/V: facts; decode on the mma.sync engine, prefill on the warp-
   Result<Config> cp = choose(prefill, verdicts);
   REQUIRE(cp.ok());
   CHECK(cp->decision.row_id == "sdpa_sm90_fp8");
+  CHECK(cp->decision.consumer_warpgroups > 1);
   CHECK(has(cp->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd"));
-  // The V^T pre-pass row (the older wgmma engine) still declines the table, and says why.
-  const RowVerdict& prepass = verdict_of(verdicts, "sdpa_sm90_fp8_prepass");
-  CHECK_FALSE(prepass.accepted);
-  CHECK(prepass.field == "paged_kv");
-  CHECK(has(prepass.reason, "paged K/V (page_table, page size 16) not supported"));
 }
 
 TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and declines other pins", "[choose]") {
@@ -295,13 +294,13 @@ TEST_CASE("the warp-specialized engine runs one tile per dtype and head dim, and
   CHECK(p->decision.row_id == "sdpa_mma_f16");
   CHECK(p->decision.tile == TileShape{128, 64});
   CHECK(verdict_of(match(pinned), "sdpa_sm90_f16").reason ==
-        "row sdpa_sm90_f16: tile 128x64 not in {128x128, 192x128} for head dims (64, 64)");
+        "row sdpa_sm90_f16: tile 128x64 not in {64x64, 128x128, 192x128} for head dims (64, 64)");
   // A decision that records a tile the row lists for other head dims is refused by derive too.
   Facts unpinned = facts_of(example_json("bf16_causal_sink"));
   Decision d{"sdpa_sm90_f16", {128, 64}, 2, 1, "", "", {}};
   CHECK(derive(unpinned, d).status().message() ==
-        "row sdpa_sm90_f16: tile 128x64 on 2 consumer warpgroups not in {128x128 on 2 consumer warpgroups, 192x128 on "
-        "3 consumer warpgroups} for head dims (64, 64)");
+        "row sdpa_sm90_f16: tile 128x64 on 2 consumer warpgroups not in {64x64 on 1 consumer warpgroups, 128x128 on 2 "
+        "consumer warpgroups, 192x128 on 3 consumer warpgroups} for head dims (64, 64)");
 }
 
 TEST_CASE("the warp-specialized engine gives three consumers where the waves or the causal grid favour them",

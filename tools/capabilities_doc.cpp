@@ -46,7 +46,9 @@ int main() {
     fmt::print("\n### `{}` ({}, engine `{}`, preference {})\n\n{}\n", r.id, r.kind, r.engine, r.preference,
                r.description);
     if (r.min_packed_rows > 0)
-      fmt::print("\nServes graphs of at least {} packed rows (S_q x group); fewer decline.\n", r.min_packed_rows);
+      fmt::print("\nServes graphs of fewer than {} packed rows (S_q x group) only for the head dims it lists a "
+                 "one-consumer tile for; others decline.\n",
+                 r.min_packed_rows);
     if (!r.notes.empty()) fmt::print("\n{}\n", r.notes);
   }
   return 0;

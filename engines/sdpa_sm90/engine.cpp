@@ -47,9 +47,9 @@ struct ConsumerChoice {
 };
 ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // At most 64 packed rows (a decode's S_q x group, one token or several): one 64-row consumer, two CTAs per SM
-  // (rime_sm90::ctas_per_sm), where the row lists it (FP8; the 16-bit row lists no 64-row tile: not measured). A
-  // decode is memory-bound, so the tile's empty rows cost only tensor work: one token of a GQA group of 4 (4 rows of
-  // 64) measured 0.90x-0.97x the time of the mma.sync engine's 16-row tile.
+  // (rime_sm90::ctas_per_sm), where the row lists it (D_v <= 128). A decode is memory-bound, so the tile's empty rows
+  // cost only tensor work: one FP8 token of a GQA group of 4 (4 rows of 64) measured 0.90x-0.97x the time of the
+  // mma.sync engine's 16-row tile.
   if (f.S_q * f.group <= 64 && row_tile(f, row, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
   if (!row_tile(f, row, 3))

@@ -15,7 +15,7 @@ namespace rime_sm90 {
 // 32 registers). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
-// One consumer (FP8 graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
+// One consumer (graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
 // two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
 // consumers would idle one (measured on the 8-token paged decode: 0.75x the time of the mma.sync 32x32 tile that
 // served it; docs/perf-history.md).
@@ -57,10 +57,12 @@ constexpr int kStages = 2;
 // 128 keys on the bench row); 64 for D 256, where a consumer's O (128 registers per thread) and S of 128 keys (64
 // more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
 // bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
-// D 128 measured 2-7% slower than 128: docs/perf-history.md). One consumer: 128 keys (two CTAs of it share the
-// SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one).
+// D 128 measured 2-7% slower than 128: docs/perf-history.md). One consumer: 128 FP8 keys (two CTAs of it share the
+// SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one), 64
+// 16-bit keys: the same 16 KB per K stage at D 128, so that two CTAs fit the SM's shared memory (128 keys would
+// take 145 KB a CTA at D 128, one CTA per SM).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
-  return n_consumers == 1 ? (d == 256 ? 64 : 128)
+  return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)
          : n_consumers == 3 ? (d == 64 ? 128 : 64)
          : d == 256                         ? 64
          : elem_bytes == 1 && d == 64       ? 256

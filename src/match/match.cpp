@@ -88,10 +88,17 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     if (row.needs_aligned16 && !t->aligned16)
       return Decline{"needs_aligned16", fmt::format("{} strides are not multiples of 16 bytes", name)};
   }
-  if (f.S_q * f.group < row.min_packed_rows)
-    return Decline{"min_packed_rows", fmt::format("packed rows S_q x group = {} x {} = {} < {}: its row tiles would run "
-                                                  "mostly empty",
-                                                  f.S_q, f.group, f.S_q * f.group, row.min_packed_rows)};
+  if (f.S_q * f.group < row.min_packed_rows) {
+    const std::vector<RowTile> tiles = row.tiles_for(f.D_qk, f.D_v);
+    const bool one_consumer = std::any_of(tiles.begin(), tiles.end(), [](const RowTile& t) {
+      return t.consumer_warpgroups == 1;
+    });
+    if (!one_consumer)
+      return Decline{"min_packed_rows",
+                     fmt::format("packed rows S_q x group = {} x {} = {} < {}, and no one-consumer tile for head dims "
+                                 "({}, {}): its row tiles would run mostly empty",
+                                 f.S_q, f.group, f.S_q * f.group, row.min_packed_rows, f.D_qk, f.D_v)};
+  }
   if (f.paged && !row.paged_kv)
     return Decline{"paged_kv", fmt::format("paged K/V (page_table, page size {}) not supported", f.page_size)};
   if (f.has_sink && !row.sink) return Decline{"sink", "sink not supported"};

@@ -30,9 +30,9 @@ struct GraphDraw {
 };
 
 // kSm90Ws draws what the warp-specialized engine (sdpa_sm90) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
-// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the FP8 draws: decodes of 1-8 query
-// tokens), no pinned tile, every mask and output, S_q up to 700 and S_kv up to 1000 (tails in rows and keys, several
-// tiles, fully masked row tiles).
+// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the draws: decodes of 1-8 query
+// tokens, 16-bit ones at D_v <= 128), tiles pinned from the row, every mask and output, S_q up to 700 and S_kv up to
+// 1000 (tails in rows and keys, several tiles, fully masked row tiles).
 enum class Draw { kAll, kSm90Ws };
 
 inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
@@ -42,7 +42,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   };
   auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   const bool ws = draw == Draw::kSm90Ws;
-  const bool prefill_only = ws;  // an engine whose 16-bit row needs >= 64 packed rows
+  const bool prefill_only = ws;  // S_q from the prefill list (decodes: below)
   const bool fp8 = coin(0.6);
   const DataType in = fp8 ? (coin(0.75) ? DataType::FP8_E4M3 : DataType::FP8_E5M2)
                           : (coin(0.5) ? DataType::BF16 : DataType::FP16);
@@ -63,9 +63,10 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const bool decode = !prefill_only && coin(0.25);
   int64_t S_q = decode ? 1 : prefill_only ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
   if (prefill_only && S_q * group < 64) S_q = 64;
-  // kSm90Ws: a quarter of the FP8 draws are decodes of 1, 2, 4 or 8 query tokens, which the engine's one-consumer
-  // tile serves at any packed-row count; a generator of their own keeps the other fields of each seed's draw.
-  if (ws && fp8) {
+  // kSm90Ws: a quarter of the draws are decodes of 1, 2, 4 or 8 query tokens, which the engine's one-consumer tile
+  // serves at any packed-row count (16-bit: D_v <= 128; FP8 D 256 runs them on two consumers); a generator of their
+  // own keeps the other fields of each seed's draw.
+  if (ws && (fp8 || D_v <= 128)) {
     std::mt19937_64 decode_rng(seed ^ 0x5a5a5a5aULL);
     if (decode_rng() % 4 == 0) S_q = int64_t{1} << (decode_rng() % 4);
   }
@@ -117,8 +118,8 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   const int tile = prefill_only ? 0 : static_cast<int>(pick({0, 0, 16, 64, 128}));
   if (tile) a.tile = TileShape{tile, 64};
   // kSm90Ws: a third of the draws pin the engine's three-consumer tile where its row lists one (D_v <= 128), which
-  // its heuristic gives only to large unmasked or causal grids, and a third its one-consumer tile where listed (FP8,
-  // D_v <= 128), which it gives only to at most 64 packed rows. A generator of its own keeps the other fields of
+  // its heuristic gives only to large unmasked or causal grids, and a third its one-consumer tile where listed
+  // (D_v <= 128), which it gives only to at most 64 packed rows. A generator of its own keeps the other fields of
   // each seed's draw what they were.
   const uint64_t tile_pick = std::mt19937_64(seed ^ 0x3c3c3c3cULL)() % 3;
   if (ws && tile_pick == 1) a.tile = sm90_tile(fp8, D, D_v, 3);
@@ -136,10 +137,14 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   }
   if (stats) stats_uid = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
   bool want_amax_s = false;
+  // A third of the FP8 draws take some of their descales per (batch, kv head), chosen on a generator of their own
+  // (each seed's other fields stay what they were).
+  std::mt19937_64 scale_rng(seed ^ 0x69696969ULL);
+  const unsigned per_head = fp8 && scale_rng() % 3 == 0 ? static_cast<unsigned>(1 + scale_rng() % 7) : 0u;
   if (fp8) {
     SdpaFp8Operands io;
     io.q = q, io.k = k, io.v = v, io.o = o;
-    add_fp8_scalars(add, io);
+    add_fp8_scalars(add, io, per_head, B, H_kv);
     io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
     if (coin(0.5)) io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
     // Amax_S makes split ineligible; only draw it without a pinned split.
@@ -154,11 +159,15 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   }
   GraphDraw d;
   d.graph = g;
-  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{} split {} "
+  const std::string per_head_text =
+      per_head ? fmt::format(" descales per head{}{}{}", per_head & kPerHeadQ ? " q" : "", per_head & kPerHeadK ? " k" : "",
+                             per_head & kPerHeadV ? " v" : "")
+               : "";
+  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{} split {} "
                               "tile {}",
                               seed, to_string(in), to_string(out), B, H_q, H_kv, S_q, S_kv, D, layout, mask,
                               padding ? " padding" : "", sink ? " sink" : "", stats ? " stats" : "",
-                              want_amax_s ? " amax_s" : "", split,
+                              want_amax_s ? " amax_s" : "", per_head_text, split,
                               a.tile ? fmt::format("{}x{}", a.tile->q, a.tile->kv) : std::string("0"));
   return d;
 }

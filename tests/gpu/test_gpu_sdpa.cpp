@@ -404,6 +404,19 @@ static DataType q16_over_fp8_choice(uint64_t seed, DataType fp8_type) {
   return c == 0 ? DataType::BF16 : c == 1 ? DataType::FP16 : fp8_type;
 }
 
+// Which descales of an FP8 draw are per (batch, kv head) (test::kPerHeadQ / K / V bits): none in two thirds of the
+// draws, else some of the three, from a generator seeded apart from the draw's.
+static unsigned per_head_descales_choice(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return rng() % 3 == 0 ? static_cast<unsigned>(1 + rng() % 7) : 0u;
+}
+
+static std::string per_head_text(unsigned per_head) {
+  if (!per_head) return "";
+  return fmt::format(" descales per head{}{}{}", per_head & test::kPerHeadQ ? " q" : "",
+                     per_head & test::kPerHeadK ? " k" : "", per_head & test::kPerHeadV ? " v" : "");
+}
+
 // One paged draw: the paged graph and its dense twin (K/V [B, H_kv, max_pages x page, D] gathered through the
 // table), both with Stats, per-sequence lengths and the same pinned split.
 struct PagedDraw {
@@ -413,11 +426,12 @@ struct PagedDraw {
   int mask = 0;                    // 0 none, 1 causal bottom-right, 2 and a window of 40
   int split = 1;
   std::optional<TileShape> tile;  // pinned (the paged and the dense plan alike)
+  unsigned per_head = 0;          // FP8: descales per (batch, kv head), test::kPerHeadQ / K / V
   std::string what(int i) const {
-    return fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}{}", i,
+    return fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}{}{}", i,
                        to_string(in), to_string(q_type), B, H_kv * group, H_kv, S_q, D, max_pages, page, num_pages,
                        token_major_pages ? "NHD" : "HND", mask, split,
-                       tile ? fmt::format(" tile {}x{}", tile->q, tile->kv) : std::string());
+                       tile ? fmt::format(" tile {}x{}", tile->q, tile->kv) : std::string(), per_head_text(per_head));
   }
   Graph build(bool paged) const {
     const bool fp8 = in == DataType::FP8_E4M3 || in == DataType::FP8_E5M2;
@@ -445,7 +459,7 @@ struct PagedDraw {
       SdpaFp8Operands io;
       io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
       io.page_table = table;
-      test::add_fp8_scalars(add, io);
+      test::add_fp8_scalars(add, io, per_head, B, H_kv);
       REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
     } else {
       SdpaOperands io;
@@ -541,6 +555,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     d.split = static_cast<int>(pick({1, 2, 8}));
     // Decided by a generator of its own, so that the draws above stay what they were.
     d.q_type = fp8 ? q16_over_fp8_choice(31500 + i, d.in) : d.in;
+    d.per_head = fp8 ? per_head_descales_choice(31700 + i) : 0u;
     run_paged_draw(d, i, 41000 + i, tally);
   }
   fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
@@ -579,6 +594,7 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
     const int64_t tile_pick = Picker(33500 + i)({0, 1, 2});
     if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D, 3);
     if (tile_pick == 2) d.tile = test::sm90_tile(fp8, d.D, d.D, 1);
+    d.per_head = fp8 ? per_head_descales_choice(33700 + i) : 0u;
     run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90");
   }
   fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
@@ -659,10 +675,11 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     const int mask = static_cast<int>(pick({0, 1, 1, 2}));
     const int split = static_cast<int>(pick({1, 1, 2, 8}));
     const DataType q_type = fp8 ? q16_over_fp8_choice(52500 + i, in) : in;
+    const unsigned per_head = fp8 ? per_head_descales_choice(52700 + i) : 0u;
     const std::string what =
-        fmt::format("draw {}: {} (Q {}) mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}",
+        fmt::format("draw {}: {} (Q {}) mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}{}",
                     i, to_string(in), to_string(q_type), mode, B, H_q, H_kv, max_q, max_kv, T_q, T_kv, D,
-                    head_major ? "HTD" : "THD", mask, split);
+                    head_major ? "HTD" : "THD", mask, split, per_head_text(per_head));
     INFO(what);
     whats.push_back(what);
     Graph g("ragged");
@@ -706,7 +723,7 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     if (fp8) {
       SdpaFp8Operands io;
       bind_lengths(io);
-      test::add_fp8_scalars(add, io);
+      test::add_fp8_scalars(add, io, per_head, B, H_kv);
       REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
     } else {
       SdpaOperands io;
@@ -795,9 +812,10 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
     const int mask = static_cast<int>(pick({0, 1, 2}));
     const int split = static_cast<int>(pick({1, 1, 4}));
     const DataType o_type = pick({0, 1}) ? DataType::BF16 : DataType::FP16;
-    whats.push_back(fmt::format("draw {}: Q {} K/V {} O {} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}",
+    const unsigned per_head = per_head_descales_choice(61700 + i);
+    whats.push_back(fmt::format("draw {}: Q {} K/V {} O {} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
                                 i, to_string(q_type), to_string(kv_type), to_string(o_type), B, H_q, H_kv, S_q, S_kv,
-                                D, padding, mask, split));
+                                D, padding, mask, split, per_head_text(per_head)));
     Graph g("q16_over_fp8");
     test::TensorAdder add{g};
     const SdpaAttributes a = draw_attributes(padding, split, mask, 100);
@@ -811,7 +829,7 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
       io.seq_len_q = add("seq_len_q", {B}, DataType::INT32);
       io.seq_len_kv = add("seq_len_kv", {B}, DataType::INT32);
     }
-    test::add_fp8_scalars(add, io);
+    test::add_fp8_scalars(add, io, per_head, B, H_kv);
     REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
     graphs.push_back(g);
   }
@@ -823,6 +841,93 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
     passed += checked_trial(plans[static_cast<size_t>(i)].value(), 62000 + i).passed;
   }
   fmt::print("16-bit Q over FP8 K/V draws: {} run, {} passed against the reference\n", n, passed);
+}
+
+// Per-(batch, kv head) descales (SPEC section 1: [B, H_kv, 1, 1], the query head h reading entry [b, h / group])
+// on every engine that serves FP8 K/V: the Hopper engine's prefill and decode, and the mma.sync engine (pinned by a
+// tile only its row lists, and the 16-bit Q over FP8 K/V it serves). Each case runs against the CPU reference with
+// a draw of its own per (batch, kv head); then, with every entry equal to the per-tensor twin's value, it must
+// write the per-tensor plan's bytes on the same engine (one value per work tile either way).
+TEST_CASE("per-(batch, kv head) descales against the reference and the per-tensor plan", "[gpu][descales]") {
+  struct Case {
+    const char* what;
+    DataType q, kv;
+    int64_t B, H_kv, group, S_q, S_kv, D;
+    bool causal;
+    int split;
+    std::optional<TileShape> tile;
+    unsigned per_head;
+  };
+  const DataType e4 = DataType::FP8_E4M3, e5 = DataType::FP8_E5M2;
+  const unsigned all = test::kPerHeadQ | test::kPerHeadK | test::kPerHeadV;
+  const Case cases[] = {
+      {"FP8 prefill, causal GQA", e4, e4, 2, 3, 2, 200, 700, 128, true, 1, std::nullopt, all},
+      {"FP8 E5M2 prefill D 256, K and V per head", e5, e5, 2, 2, 1, 130, 300, 256, false, 1, std::nullopt,
+       test::kPerHeadK | test::kPerHeadV},
+      {"FP8 decode, split 4", e4, e4, 3, 2, 4, 1, 2000, 128, false, 4, std::nullopt, all},
+      {"FP8 on the mma.sync engine (tile 16x64)", e4, e4, 2, 3, 2, 100, 500, 128, true, 1, TileShape{16, 64}, all},
+      {"FP8 decode on the mma.sync engine, split 2", e4, e4, 3, 2, 4, 1, 900, 64, false, 2, TileShape{16, 64},
+       test::kPerHeadV},
+      {"BF16 Q over FP8 K/V decode", DataType::BF16, e4, 3, 2, 4, 1, 1500, 128, false, 2, std::nullopt, all},
+  };
+  int passed = 0, identical = 0;
+  std::map<std::string, int> engines;
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    auto build = [&](unsigned per_head) {
+      Graph g(per_head ? "per_head_descales" : "per_tensor_descales");
+      test::TensorAdder add{g};
+      SdpaAttributes a;
+      a.causal = c.causal;
+      a.alignment = DiagonalAlignment::BottomRight;
+      a.generate_stats = true;
+      a.split_kv = c.split;
+      a.tile = c.tile;
+      const int64_t H_q = c.H_kv * c.group;
+      SdpaFp8Operands io;
+      io.q = add("Q", {c.B, H_q, c.S_q, c.D}, c.q);
+      io.k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, c.kv);
+      io.v = add("V", {c.B, c.H_kv, c.S_kv, c.D}, c.kv);
+      io.o = add("O", {c.B, H_q, c.S_q, c.D}, DataType::BF16, true);
+      io.stats = add("Stats", {c.B, H_q, c.S_q, 1}, DataType::FP32, true);
+      test::add_fp8_scalars(add, io, per_head, c.B, c.H_kv);
+      REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+      return g;
+    };
+    INFO(c.what);
+    const Graph per_head = build(c.per_head), per_tensor = build(0);
+    Result<Plan> hp = Plan::build(per_head), tp = Plan::build(per_tensor);
+    INFO(hp.status().to_string() << " / " << tp.status().to_string());
+    REQUIRE(hp.ok());
+    REQUIRE(tp.ok());
+    CHECK(hp->facts().per_head_descales);
+    const std::string& engine = hp->config().derived.engine;
+    REQUIRE(engine == tp->config().derived.engine);
+    ++engines[engine];
+    passed += checked_trial(hp.value(), 71000 + i).passed;
+    // The per-tensor twin's inputs, its three descales spread over every (batch, kv head).
+    const testing::TrialInputs flat = testing::make_inputs(per_tensor, 72000 + i);
+    testing::TrialInputs spread = flat;
+    for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV}) {
+      const TensorDesc& d = *per_head.operand(r);
+      const std::vector<uint8_t>& one = flat.tensors.at(d.uid);
+      std::vector<uint8_t>& bytes = spread.tensors[d.uid];
+      bytes.clear();
+      for (int64_t e = 0; e < d.dims[0] * d.dims[1]; ++e) bytes.insert(bytes.end(), one.begin(), one.end());
+    }
+    Result<testing::TrialReport> hr = recorded_trial(hp.value(), spread, {}), tr = recorded_trial(tp.value(), flat, {});
+    REQUIRE(hr.ok());
+    REQUIRE(tr.ok());
+    CHECK(hr->passed);
+    CHECK(tr->passed);
+    const int64_t o = per_head.operand(Role::O)->uid;
+    const bool same = hr->outputs.at(o) == tr->outputs.at(o);
+    CHECK(same);
+    identical += same;
+  }
+  fmt::print("per-head descales: {} cases, {} passed against the reference, {} byte-identical to the per-tensor plan "
+             "(engines: {})\n",
+             std::size(cases), passed, identical, engines_line(engines));
 }
 
 TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV tiles", "[gpu][split]") {

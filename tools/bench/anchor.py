@@ -25,6 +25,8 @@ SHAPES = [
     # Decode: S_q = 1 with bottom-right causal is no mask at all.
     ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False, 128),
     ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False, 128),
+    # MLA-style decode: 16 q heads over one kv head, D_qk 192 / D_v 128 (16 packed rows).
+    ("decode_b8_h16g16_skv32768_dqk192_dv128", 8, 16, 1, 1, 32768, 192, False, 128),
 ]
 
 
