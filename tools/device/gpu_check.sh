@@ -13,6 +13,8 @@
 #              warp-specialized kernel's draws and the ragged draws planned on it
 #   bench ab overhead oracle   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's
 #              cost, the split oracle)
+#   heuristics the heuristics' oracle (tools/bench/oracle.cpp) into OUTDIR/oracle.csv: RIME_COMMIT=SHA (the tree's
+#              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`)
 #   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
 #              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
@@ -44,7 +46,7 @@ for step in $steps; do
       t0=$SECONDS
       (cd "$root" && scripts/setup.sh && export PATH=/usr/local/cuda/bin:$PATH &&
         cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-        cmake --build build -j "$(nproc)" --target rime_cli rime_gpu_tests) > "$out/build.log" 2>&1
+        cmake --build build -j "$(nproc)" --target rime_cli rime_gpu_tests rime_oracle) > "$out/build.log" 2>&1
       echo "build: exit $? in $((SECONDS - t0)) s"; tail -3 "$out/build.log" ;;
     smoke)
       for f in "$root"/examples/*.json "$root"/tools/bench/graphs/*_d256.json; do
@@ -90,6 +92,10 @@ for step in $steps; do
     ab) timeout 560 "$root/tools/bench/ab.sh" "${RIME_AB_ROUNDS:-3}" "${RIME_AB_GLOB:-*_s[0-9]*}" "$bin/rime" \
           $(ls "$bin"/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
     overhead) timeout 300 "$root/tools/bench/overhead.sh" "$bin/rime" "$out" 2>&1 | tail -6 ;;
+    heuristics)
+      timeout 560 "$root/build/rime_oracle" --commit "${RIME_COMMIT:?heuristics: set RIME_COMMIT to the commit of the tree}" \
+        ${RIME_ORACLE_SHAPES:+--shapes "$RIME_ORACLE_SHAPES"} > "$out/oracle.csv" 2> "$out/oracle.log"
+      echo "oracle: exit $?, $(($(wc -l < "$out/oracle.csv") - 1)) rows"; tail -3 "$out/oracle.log" ;;
     oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
     python)
