@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -167,7 +167,7 @@ int64_t attention_ctas(const Config& c) {
 // Every decision the rows accept for the shape with (tile, split) pinned, one per distinct decision.
 Result<std::vector<Candidate>> candidates(const Shape& s, const DeviceDesc& device) {
   std::vector<Candidate> out;
-  std::map<std::tuple<std::string, int, int, int, int>, bool> seen;
+  std::set<std::tuple<std::string, int, int, int, int>> seen;
   Result<Facts> f = analyze(graph_of(s, std::nullopt, std::nullopt), device);
   if (!f.ok()) return f.status();
   for (const RowVerdict& v : match(f.value())) {
@@ -187,10 +187,7 @@ Result<std::vector<Candidate>> candidates(const Shape& s, const DeviceDesc& devi
         }
         const Decision& d = c->decision;
         const auto key = std::make_tuple(d.row_id, d.tile.q, d.tile.kv, d.consumer_warpgroups, d.split_kv);
-        if (!seen[key]) {
-          seen[key] = true;
-          out.push_back({c.value(), split, t.tile});
-        }
+        if (seen.insert(key).second) out.push_back({c.value(), split, t.tile});
         if (split >= c->derived.kv_tiles || attention_ctas(c.value()) >= 2 * device.sm_count) break;
       }
     }
