@@ -15,9 +15,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -289,8 +291,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "[{}/{}] {}: {} candidates\n", i + 1, all.size(), s.name, cs->size());
     const std::string chosen = describe(heuristic->config().decision);
     auto row_of = [&](const Decision& d, double ms, bool is_heuristic) {
-      fmt::print("{},{},{},{},{},{},{},{},{:.5f}\n", device.name, device.sm_count, commit, s.name, s.held_out ? "held_out" : "fit", s.kind, describe(d),
-                 is_heuristic ? 1 : 0, ms);
+      fmt::print("{},{},{},{},{},{},{},{},{:.5f}\n", device.name, device.sm_count, commit, s.name,
+                 s.held_out ? "held_out" : "fit", s.kind, describe(d), is_heuristic ? 1 : 0, ms);
       std::fflush(stdout);
     };
     Result<testing::TrialReport> h = testing::run_trial(heuristic.value(), inputs, timed);
@@ -299,13 +301,25 @@ int main(int argc, char** argv) {
       return 1;
     }
     row_of(heuristic->config().decision, h->median_ms, true);
-    for (const Candidate& c : cs.value()) {
-      if (describe(c.config.decision) == chosen) continue;  // timed above
-      Result<Plan> p = Plan::build(graph_of(s, c.split, c.tile));
+    // The candidates' plans first, on every core (NVRTC compiles one kernel per thread), then timed one by one.
+    std::vector<Candidate> todo;
+    for (const Candidate& c : cs.value())
+      if (describe(c.config.decision) != chosen) todo.push_back(c);  // the heuristics' plan is timed above
+    std::vector<Result<Plan>> plans;
+    const size_t workers = std::max(2u, std::thread::hardware_concurrency());
+    for (size_t k = 0; k < todo.size(); k += workers) {
+      std::vector<std::future<Result<Plan>>> batch;
+      for (size_t j = k; j < std::min(todo.size(), k + workers); ++j)
+        batch.push_back(std::async(std::launch::async,
+                                   [&s, c = todo[j]] { return Plan::build(graph_of(s, c.split, c.tile)); }));
+      for (auto& f : batch) plans.push_back(f.get());
+    }
+    for (size_t k = 0; k < todo.size(); ++k) {
+      Result<Plan>& p = plans[k];
       Result<testing::TrialReport> r = p.ok() ? testing::run_trial(p.value(), inputs, timed)
                                               : Result<testing::TrialReport>(p.status());
       if (!r.ok()) {
-        fmt::print(stderr, "{} {}: {}\n", s.name, describe(c.config.decision), r.status().to_string());
+        fmt::print(stderr, "{} {}: {}\n", s.name, describe(todo[k].config.decision), r.status().to_string());
         continue;
       }
       row_of(p->config().decision, r->median_ms, false);
