@@ -409,10 +409,59 @@ TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warp
   Result<Derived> plain = derive(f, unsplit);
   REQUIRE(plain.ok());
   CHECK(!plain->stages[0].persistent);
-  // A BF16 graph of as few rows is not this engine's (its row lists no 64-row tile).
+  // derive re-matches the decision's row: the BF16 row does not take this FP8 graph.
   Decision pinned = c->decision;
   pinned.row_id = "sdpa_sm90_f16";
-  CHECK(!derive(f, pinned).ok());
+  Result<Derived> other = derive(f, pinned);
+  CHECK_FALSE(other.ok());
+  CHECK(has(other.status().message(), "op sdpa_fp8 not in {sdpa}"));
+}
+
+TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D 192, and D 256 on mma.sync",
+          "[choose]") {
+  // BF16 decode, one token of a GQA group of 4 (4 packed rows), at each head dim pair.
+  auto decode = [](int64_t d_qk, int64_t d_v) {
+    Graph g("bf16_decode");
+    auto add = [&g](const char* name, std::vector<int64_t> dims, bool output = false) {
+      const int64_t uid = static_cast<int64_t>(g.tensors().size()) + 1;
+      return g.add_tensor({name, uid, dims, TensorDesc::packed_strides(dims), DataType::BF16, output});
+    };
+    SdpaOperands io;
+    io.q = add("Q", {2, 32, 1, d_qk});
+    io.k = add("K", {2, 8, 4096, d_qk});
+    io.v = add("V", {2, 8, 4096, d_v});
+    io.o = add("O", {2, 32, 1, d_v}, true);
+    SdpaAttributes a;
+    a.causal = true;
+    a.alignment = DiagonalAlignment::BottomRight;
+    REQUIRE(g.sdpa(io, a).ok());
+    Result<Facts> f = analyze(g, DeviceDesc::h200());
+    REQUIRE(f.ok());
+    return f.value();
+  };
+  for (auto [d_qk, d_v] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {192, 128}}) {
+    INFO("D " << d_qk << " / " << d_v);
+    Facts f = decode(d_qk, d_v);
+    Result<Config> c = choose(f, match(f));
+    REQUIRE(c.ok());
+    CHECK(c->decision.row_id == "sdpa_sm90_f16");
+    CHECK(c->decision.consumer_warpgroups == 1);
+    CHECK(c->decision.tile == TileShape{64, 64});
+    CHECK(has(c->derived.stages[0].spec.name_expression, "one_consumer>"));
+  }
+  // The MLA decode has no other row: mma.sync lists no D_qk 192.
+  Facts mla = decode(192, 128);
+  CHECK(has(verdict_of(match(mla), "sdpa_mma_f16").reason, "D_qk 192 not in"));
+  // D 256 has no one-consumer tile: the Hopper row declines the 4 packed rows, saying why, and mma.sync serves it.
+  Facts d256 = decode(256, 256);
+  const RowVerdict& declined = verdict_of(match(d256), "sdpa_sm90_f16");
+  CHECK_FALSE(declined.accepted);
+  CHECK(declined.field == "min_packed_rows");
+  CHECK(has(declined.reason, "packed rows S_q x group = 1 x 4 = 4 < 64, and no one-consumer tile for head dims "
+                             "(256, 256)"));
+  Result<Config> c256 = choose(d256, match(d256));
+  REQUIRE(c256.ok());
+  CHECK(c256->decision.row_id == "sdpa_mma_f16");
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
