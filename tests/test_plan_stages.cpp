@@ -454,12 +454,13 @@ TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D
   CHECK(has(verdict_of(match(mla), "sdpa_mma_f16").reason, "D_qk 192 not in"));
   // D 256 has no one-consumer tile: the Hopper row declines the 4 packed rows, saying why, and mma.sync serves it.
   Facts d256 = decode(256, 256);
-  const RowVerdict& declined = verdict_of(match(d256), "sdpa_sm90_f16");
+  const std::vector<RowVerdict> verdicts = match(d256);
+  const RowVerdict& declined = verdict_of(verdicts, "sdpa_sm90_f16");
   CHECK_FALSE(declined.accepted);
   CHECK(declined.field == "min_packed_rows");
   CHECK(has(declined.reason, "packed rows S_q x group = 1 x 4 = 4 < 64, and no one-consumer tile for head dims "
                              "(256, 256)"));
-  Result<Config> c256 = choose(d256, match(d256));
+  Result<Config> c256 = choose(d256, verdicts);
   REQUIRE(c256.ok());
   CHECK(c256->decision.row_id == "sdpa_mma_f16");
 }
