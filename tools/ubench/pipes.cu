@@ -2,7 +2,7 @@
 // (ex2.approx.ftz.f32), the FP8 pack F2FP (cvt.rn.satfinite.e4m3x2.f32), FFMA and FMNMX alone, and the softmax's
 // per-score mix (FFMA -> EX2 -> FADD, FMNMX) with and without the pack, for 1 to 4 warps per SM sub-partition; and
 // the latency of one dependent FFMA -> EX2 step. Each thread runs 8 independent chains, so all but the latency are
-// throughputs: per SM per clock, from clock64 over the loop (one CTA per SM). Results: docs/perf.md (v18).
+// throughputs: per SM per clock, from clock64 over the loop (one CTA per SM). Results: docs/perf-history.md (v18).
 //   nvcc -arch=sm_90a -O3 -o pipes tools/ubench/pipes.cu && ./pipes
 #include <cstdio>
 

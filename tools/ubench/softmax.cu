@@ -1,10 +1,10 @@
-// Cycles of the FP8 kernels' per-tile softmax as they compile it (engines/sdpa_sm90/kernel.cuh: online_softmax_raw
+// Cycles of the FP8 kernels' per-tile softmax as they compile it (engines/sdpa_sm90/softmax.cuh: online_softmax_raw
 // over S of 64 x 128 keys per warpgroup, then pack_p_fp8), for one, two and three warps on each SM sub-partition,
 // against the MUFU floor (66 MUFU.EX2 per thread per tile: 528 cycles per warp at 4 per clock per sub-partition).
 // In the ping-pong a consumer's softmax runs while the other consumer waits on its wgmmas: one warp per
 // sub-partition (and the producer's). Variants: 0 the kernel's; 1 both rows' steps interleaved; 2 row 1's max
 // chained after row 0's first exponential (the order exp/ws-softmax-chain gave the kernels); 3 the kernel's
-// without the pack. Results and what they meant for the kernels: docs/perf.md (v18).
+// without the pack. Results and what they meant for the kernels: docs/perf-history.md (v18).
 //   nvcc -arch=sm_90a -O3 -std=c++17 -I engines -o softmax tools/ubench/softmax.cu && ./softmax
 #include <cstdio>
 
