@@ -11,9 +11,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -158,9 +160,10 @@ SeenType type_from_dlpack(nb::dlpack::dtype dt) {
   return t;
 }
 
-// torch dtype objects are singletons: their rime type is looked up by identity after the first time.
+// torch dtype objects are singletons: their rime type is looked up by identity after the first time. A deque, so
+// that the references handed out stay valid as it grows.
 const SeenType& torch_type(PyObject* dtype_obj) {
-  static std::vector<std::pair<PyObject*, SeenType>> seen;  // the GIL guards it
+  static std::deque<std::pair<PyObject*, SeenType>> seen;  // the GIL guards it
   for (const auto& [o, t] : seen)
     if (o == dtype_obj) return t;
   const std::string name = text_of(dtype_obj);
@@ -174,6 +177,15 @@ std::string list_str(const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
+
+// Dims or strides read off a buffer, on the stack: run() checks each tensor without allocating (the checks of a
+// four-tensor call are most of the checked run's cost over run_pointers()).
+constexpr size_t kMaxRank = 8;
+struct Extents {
+  int64_t v[kMaxRank];
+  size_t n = 0;
+  std::vector<int64_t> vec() const { return std::vector<int64_t>(v, v + n); }
+};
 
 // The shape the buffer of `t` has as Python sees it: the logical dims and strides, except for an FP4 tensor held as
 // bytes (uint8, or torch.float4_e2m1fn_x2), which is its byte container (SPEC section 1).
@@ -196,35 +208,62 @@ std::vector<std::pair<int64_t, int64_t>> addressed(const std::vector<int64_t>& d
   return out;
 }
 
+// addressed(seen) == addressed(expected_shape(t, container)), compared in place (the success path allocates nothing).
+bool same_addressing(const Extents& dims, const Extents& strides, const rime::TensorDesc& t, bool container) {
+  size_t i = 0, j = 0;
+  const size_t m = t.dims.size();
+  for (;;) {
+    while (i < dims.n && dims.v[i] == 1) ++i;
+    int64_t want_dim = 0, want_stride = 0;
+    for (; j < m; ++j) {
+      want_dim = t.dims[j];
+      want_stride = t.strides[j];
+      if (container) {
+        if (want_stride == 1) want_dim /= 2;
+        else want_stride /= 2;
+      }
+      if (want_dim != 1) break;
+    }
+    const bool seen_done = i == dims.n, wanted_done = j == m;
+    if (seen_done || wanted_done) return seen_done && wanted_done;
+    if (dims.v[i] != want_dim || strides.v[i] != want_stride) return false;
+    ++i;
+    ++j;
+  }
+}
+
 // What run() reads off one buffer object.
 struct SeenBuffer {
   uintptr_t ptr = 0;
-  SeenType type;
-  std::vector<int64_t> dims, strides;
+  const SeenType* type = nullptr;  // torch_type()'s, or dlpack_type
+  SeenType dlpack_type;
+  Extents dims, strides;
   int device = -1;             // CUDA ordinal, -1 when not on a CUDA device
   int dlpack_device_type = 0;  // a DLPack object's device type (when not CUDA, for the message)
 };
 
-std::vector<int64_t> int_tuple(PyObject* tuple, const std::string& tensor, const char* field) {
+void read_ints(PyObject* tuple, Extents& out, const std::string& tensor, const char* field) {
   if (!PyTuple_Check(tuple)) invalid_argument("run(): " + tensor + field + ": expected a tuple");
-  std::vector<int64_t> out(static_cast<size_t>(PyTuple_GET_SIZE(tuple)));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+  const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(tuple));
+  if (n > kMaxRank)
+    invalid_argument("run(): " + tensor + field + ": " + std::to_string(n) + " dims; rime tensors have at most " +
+                     std::to_string(kMaxRank));
+  out.n = n;
+  for (size_t i = 0; i < n; ++i) out.v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
   if (PyErr_Occurred()) {
     PyErr_Clear();
     invalid_argument("run(): " + tensor + field + ": expected ints");
   }
-  return out;
 }
 
 // A torch-like tensor (data_ptr(), shape, stride(), dtype, get_device()): read with plain attribute calls, which
 // cost well under a microsecond, where its __dlpack__ is Python code that costs several.
-SeenBuffer read_torch_like(nb::handle h, const std::string& tensor) {
+void read_torch_like(nb::handle h, const std::string& tensor, SeenBuffer& b) {
   static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_shape = interned("shape");
   static PyObject* const s_stride = interned("stride");
   static PyObject* const s_dtype = interned("dtype");
   static PyObject* const s_get_device = interned("get_device");
-  SeenBuffer b;
   auto call = [&](PyObject* name) {
     PyObject* r = PyObject_CallMethodNoArgs(h.ptr(), name);
     if (!r) throw nb::python_error();
@@ -236,30 +275,45 @@ SeenBuffer read_torch_like(nb::handle h, const std::string& tensor) {
     return nb::steal(r);
   };
   b.ptr = as_pointer(call(s_data_ptr).ptr(), tensor, ".data_ptr()");
-  b.dims = int_tuple(get(s_shape).ptr(), tensor, ".shape");
-  b.strides = int_tuple(call(s_stride).ptr(), tensor, ".stride()");
-  b.type = torch_type(get(s_dtype).ptr());
+  read_ints(get(s_shape).ptr(), b.dims, tensor, ".shape");
+  read_ints(call(s_stride).ptr(), b.strides, tensor, ".stride()");
+  b.type = &torch_type(get(s_dtype).ptr());
   const long long dev = PyLong_AsLongLong(call(s_get_device).ptr());
   if (dev == -1 && PyErr_Occurred()) throw nb::python_error();
   b.device = static_cast<int>(dev);
-  return b;
 }
 
 // Any object with __dlpack__ (CuPy, JAX, numba, ...), through nanobind's DLPack import: no copy, no conversion.
-SeenBuffer read_dlpack(nb::handle h, const std::string& tensor) {
+void read_dlpack(nb::handle h, const std::string& tensor, SeenBuffer& b) {
   nb::ndarray<> a;
   if (!nb::try_cast(h, a, false)) invalid_argument("run(): " + tensor + ": its __dlpack__ export failed");
-  SeenBuffer b;
   b.ptr = reinterpret_cast<uintptr_t>(a.data());
-  b.type = type_from_dlpack(a.dtype());
+  b.dlpack_type = type_from_dlpack(a.dtype());
+  b.type = &b.dlpack_type;
+  if (a.ndim() > kMaxRank)
+    invalid_argument("run(): " + tensor + ": " + std::to_string(a.ndim()) + " dims; rime tensors have at most " +
+                     std::to_string(kMaxRank));
+  b.dims.n = b.strides.n = a.ndim();
   for (size_t i = 0; i < a.ndim(); ++i) {
-    b.dims.push_back(a.shape(i));
-    b.strides.push_back(a.stride(i));
+    b.dims.v[i] = a.shape(i);
+    b.strides.v[i] = a.stride(i);
   }
   const bool cuda = a.device_type() == nb::device::cuda::value;
   b.device = cuda ? a.device_id() : -1;
   b.dlpack_device_type = a.device_type();
-  return b;
+}
+
+// Whether `h` is read as a torch-like tensor: the last type that had data_ptr() is remembered (held), so that a call
+// of plain torch.Tensors looks the attribute up once, not per tensor per call.
+bool has_data_ptr(nb::handle h) {
+  static PyObject* const s_data_ptr = interned("data_ptr");
+  static PyTypeObject* known = nullptr;  // the GIL guards it
+  if (Py_TYPE(h.ptr()) == known) return true;
+  if (!PyObject_HasAttr(h.ptr(), s_data_ptr)) return false;
+  Py_XDECREF(reinterpret_cast<PyObject*>(known));
+  known = Py_TYPE(h.ptr());
+  Py_INCREF(reinterpret_cast<PyObject*>(known));
+  return true;
 }
 
 // The device pointer of buffer `h` bound to tensor `t`: an int is taken as it is; a tensor object must match the
@@ -267,23 +321,23 @@ SeenBuffer read_dlpack(nb::handle h, const std::string& tensor) {
 // never copied, cast or made contiguous.
 void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
   if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), t.name));
-  static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_dlpack = interned("__dlpack__");
   auto fail = [&](const std::string& message) { invalid_argument("run(): " + t.name + ": " + message); };
   SeenBuffer b;
-  if (PyObject_HasAttr(h.ptr(), s_data_ptr)) b = read_torch_like(h, t.name);
-  else if (PyObject_HasAttr(h.ptr(), s_dlpack)) b = read_dlpack(h, t.name);
+  if (has_data_ptr(h)) read_torch_like(h, t.name, b);
+  else if (PyObject_HasAttr(h.ptr(), s_dlpack)) read_dlpack(h, t.name, b);
   else fail("expected a device pointer (an int), a tensor with data_ptr(), or an object with __dlpack__");
+  const SeenType& type = *b.type;
   const bool one_byte = rime::DataType::FP8_E4M3 == t.dtype || rime::DataType::FP8_E5M2 == t.dtype ||
                         rime::DataType::FP8_E8M0 == t.dtype || rime::DataType::FP4_E2M1 == t.dtype;
-  const bool type_ok = (b.type.dtype && *b.type.dtype == t.dtype) || (b.type.raw_bytes && one_byte);
+  const bool type_ok = (type.dtype && *type.dtype == t.dtype) || (type.raw_bytes && one_byte);
   if (!type_ok)
-    fail("dtype " + b.type.name + " differs from the graph's " + std::string(rime::to_string(t.dtype)) +
+    fail("dtype " + type.name + " differs from the graph's " + std::string(rime::to_string(t.dtype)) +
          (one_byte ? " (or raw bytes: uint8, int8)" : ""));
-  const bool container = t.dtype == rime::DataType::FP4_E2M1 && (b.type.raw_bytes || b.type.fp4_pairs);
-  const auto [dims, strides] = expected_shape(t, container);
-  const auto seen = addressed(b.dims, b.strides), wanted = addressed(dims, strides);
-  if (seen != wanted) {
+  const bool container = t.dtype == rime::DataType::FP4_E2M1 && (type.raw_bytes || type.fp4_pairs);
+  if (!same_addressing(b.dims, b.strides, t, container)) {
+    const auto [dims, strides] = expected_shape(t, container);
+    const std::vector<int64_t> seen_dims = b.dims.vec(), seen_strides = b.strides.vec();
     const std::string held = container ? " (FP4 held as bytes: the byte container of the graph's dims " +
                                              list_str(t.dims) + ")"
                                        : "";
@@ -292,9 +346,9 @@ void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
       for (const auto& d : a) out.push_back(d.first);
       return out;
     };
-    if (extents(seen) != extents(wanted))
-      fail("shape " + list_str(b.dims) + " differs from the graph's " + list_str(dims) + held);
-    fail("strides " + list_str(b.strides) + " differ from the graph's " + list_str(strides) + " (shape " +
+    if (extents(addressed(seen_dims, seen_strides)) != extents(addressed(dims, strides)))
+      fail("shape " + list_str(seen_dims) + " differs from the graph's " + list_str(dims) + held);
+    fail("strides " + list_str(seen_strides) + " differ from the graph's " + list_str(strides) + " (shape " +
          list_str(dims) + ")" + held + "; rime never copies a tensor to make it fit");
   }
   if (b.device < 0) {
@@ -312,14 +366,18 @@ void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
 // A CUstream: an int, an object with `cuda_stream` (torch.cuda.Stream), or the CUDA stream protocol
 // (`__cuda_stream__()` -> (version, handle)); None is the legacy default stream.
 void* stream_of(nb::handle h) {
+  static PyObject* const s_cuda_stream = interned("cuda_stream");
+  static PyObject* const s_protocol = interned("__cuda_stream__");
   if (h.is_none()) return nullptr;
   if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "stream"));
   // torch.cuda.Stream's cuda_stream is a C property; its __cuda_stream__ is Python code (~0.5 us): ask for the
   // property first. Both name the same handle.
-  if (nb::hasattr(h, "cuda_stream"))
-    return reinterpret_cast<void*>(as_pointer(h.attr("cuda_stream").ptr(), "stream", ".cuda_stream"));
-  if (nb::hasattr(h, "__cuda_stream__")) {
-    nb::object pair = h.attr("__cuda_stream__")();
+  if (PyObject* handle = PyObject_GetAttr(h.ptr(), s_cuda_stream))
+    return reinterpret_cast<void*>(as_pointer(nb::steal(handle).ptr(), "stream", ".cuda_stream"));
+  PyErr_Clear();
+  if (PyObject_HasAttr(h.ptr(), s_protocol)) {
+    nb::object pair = nb::steal(PyObject_CallMethodNoArgs(h.ptr(), s_protocol));
+    if (!pair.is_valid()) throw nb::python_error();
     return reinterpret_cast<void*>(as_pointer(nb::object(pair[1]).ptr(), "stream", ".__cuda_stream__()[1]"));
   }
   invalid_argument("run(): stream: expected an int (a CUstream), None, or a stream object (cuda_stream or "
@@ -331,12 +389,16 @@ void* workspace_of(nb::handle h, int plan_device) {
   if (PyLong_Check(h.ptr())) return reinterpret_cast<void*>(as_pointer(h.ptr(), "workspace"));
   static PyObject* const s_data_ptr = interned("data_ptr");
   static PyObject* const s_get_device = interned("get_device");
-  if (PyObject_HasAttr(h.ptr(), s_data_ptr) && PyObject_HasAttr(h.ptr(), s_get_device)) {
-    const int dev = nb::cast<int>(h.attr("get_device")());
+  if (has_data_ptr(h) && PyObject_HasAttr(h.ptr(), s_get_device)) {
+    nb::object dev_obj = nb::steal(PyObject_CallMethodNoArgs(h.ptr(), s_get_device));
+    if (!dev_obj.is_valid()) throw nb::python_error();
+    const int dev = nb::cast<int>(dev_obj);
     if (plan_device >= 0 && dev != plan_device)
       invalid_argument("run(): workspace: on device " + std::to_string(dev) + ", the plan runs on cuda:" +
                        std::to_string(plan_device));
-    return reinterpret_cast<void*>(nb::cast<uintptr_t>(h.attr("data_ptr")()));
+    nb::object ptr = nb::steal(PyObject_CallMethodNoArgs(h.ptr(), s_data_ptr));
+    if (!ptr.is_valid()) throw nb::python_error();
+    return reinterpret_cast<void*>(as_pointer(ptr.ptr(), "workspace", ".data_ptr()"));
   }
   invalid_argument("run(): workspace: expected a device pointer (an int) or a tensor with data_ptr()");
 }
@@ -612,6 +674,7 @@ NB_MODULE(_rime, m) {
             const std::vector<rime::TensorDesc>& tensors = p.graph().tensors();
             const int device = p.device_ordinal();
             std::unordered_map<int64_t, void*> by_uid;
+            by_uid.reserve(buffers.size());
             for (auto [key, value] : buffers) {
               const rime::TensorDesc* t = nullptr;
               if (PyLong_Check(key.ptr())) {
@@ -619,10 +682,17 @@ NB_MODULE(_rime, m) {
                 t = p.graph().find_tensor(uid);
                 if (!t) invalid_argument("run(): the graph has no tensor of uid " + std::to_string(uid));
               } else {
-                const std::string name = nb::cast<std::string>(key);
+                // The name's UTF-8 is cached in the str object: compared in place, no string built per call.
+                Py_ssize_t size = 0;
+                const char* utf8 = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
+                if (!utf8) {
+                  PyErr_Clear();
+                  invalid_argument("run(): buffers: a key is neither a tensor name (str) nor a uid (int)");
+                }
+                const std::string_view name(utf8, static_cast<size_t>(size));
                 for (const rime::TensorDesc& d : tensors)
                   if (d.name == name) t = &d;
-                if (!t) invalid_argument("run(): the graph has no tensor named '" + name + "'");
+                if (!t) invalid_argument("run(): the graph has no tensor named '" + std::string(name) + "'");
               }
               by_uid[t->uid] = pointer_for(*t, value, device);
             }

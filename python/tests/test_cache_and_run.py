@@ -167,6 +167,12 @@ def test_run_checks_each_tensor_against_the_graph_and_names_both_values():
         with pytest.raises(rime.InvalidArgumentError) as e:
             p.run(fp8_prefill_tensors(Q=bad))
         assert e.value.message.startswith("run(): Q: " + message), e.value.message
+    with pytest.raises(rime.InvalidArgumentError, match=r"run\(\): Q.shape: 9 dims; rime tensors have at most 8"):
+        p.run(fp8_prefill_tensors(Q=FakeTensor([1] * 9, [1] * 9, "torch.float8_e4m3fn")))
+    with pytest.raises(rime.InvalidArgumentError, match="the graph has no tensor named 'q'"):
+        p.run({"q": 0})
+    with pytest.raises(rime.InvalidArgumentError, match="a key is neither a tensor name"):
+        p.run({1.5: 0})
     # Raw bytes are an FP8 tensor's bytes; a [1] scale binds a [1, 1, 1, 1] one: past the checks, only the missing GPU.
     good = fp8_prefill_tensors(Q=FakeTensor(q["dims"], q["strides"], "torch.uint8"),
                                descale_q=FakeTensor([1], [1], "torch.float32"))

@@ -52,17 +52,24 @@ def implementations():
         return builder.tensor(name, list(view.shape), "BF16", strides=list(view.stride()), output=(name == "O"))
     tq, tk, tv, to = (spec(n, t) for n, t in (("Q", q), ("K", k), ("V", v), ("O", out)))
     plan = rime.plan(builder.sdpa(q=tq, k=tk, v=tv, o=to))
+    # The same graph pinned to one kernel (split 1, no combine): what the second launch costs the host.
+    builder = rime.GraphBuilder("decode_split1")
+    tq, tk, tv, to = (spec(n, t) for n, t in (("Q", q), ("K", k), ("V", v), ("O", out)))
+    plan1 = rime.plan(builder.sdpa(q=tq, k=tk, v=tv, o=to, split_kv=1))
     ws = torch.empty(max(plan.workspace_size, 1), device="cuda", dtype=torch.uint8)
+    ws1 = torch.empty(max(plan1.workspace_size, 1), device="cuda", dtype=torch.uint8)
     buffers = {n: t.permute(0, 2, 1, 3) for n, t in (("Q", q), ("K", k), ("V", v), ("O", out))}  # the graph's dims
     pointers = [q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()]
     stream = torch.cuda.current_stream()
     none = contextlib.nullcontext
     yield "rime Plan.run (tensors, checked)", lambda: plan.run(buffers, ws, stream), none
     yield "rime Plan.run_pointers", lambda: plan.run_pointers(pointers, ws.data_ptr(), stream.cuda_stream), none
+    yield "rime Plan.run (tensors, checked), split 1: one kernel", lambda: plan1.run(buffers, ws1, stream), none
+    yield "rime Plan.run_pointers, split 1: one kernel", lambda: plan1.run_pointers(pointers, ws1.data_ptr(), stream.cuda_stream), none
     yield "torch.ops.rime.attention_out", lambda: torch.ops.rime.attention_out(q, k, v, out), none
     yield "torch.ops.rime.attention", lambda: torch.ops.rime.attention(q, k, v), none
     yield "rime.torch.attention_out (eager fast path)", lambda: rime.torch.attention_out(q, k, v, out), none
-    yield f"  (rime plan: {plan.row}, split {plan.split_kv}, {len(plan.kernels)} kernels)", None, None
+    yield f"  (rime plan: {plan.row}, split {plan.split_kv}, {len(plan.kernels)} kernels; pinned: split {plan1.split_kv}, {len(plan1.kernels)} kernel)", None, None
 
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
