@@ -14,7 +14,8 @@
 #   bench ab overhead oracle   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's
 #              cost, the split oracle)
 #   heuristics the heuristics' oracle (tools/bench/oracle.cpp) into OUTDIR/oracle.csv: RIME_COMMIT=SHA (the tree's
-#              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`)
+#              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`),
+#              RIME_ORACLE_TIMEOUT its limit in seconds (560)
 #   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
 #              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
@@ -93,7 +94,7 @@ for step in $steps; do
           $(ls "$bin"/rime_* | grep -v rime_gpu_tests) 2>&1 | tee "$out/ab.txt" ;;
     overhead) timeout 300 "$root/tools/bench/overhead.sh" "$bin/rime" "$out" 2>&1 | tail -6 ;;
     heuristics)
-      timeout 560 "$root/build/rime_oracle" --commit "${RIME_COMMIT:?heuristics: set RIME_COMMIT to the commit of the tree}" \
+      timeout "${RIME_ORACLE_TIMEOUT:-560}" "$root/build/rime_oracle" --commit "${RIME_COMMIT:?heuristics: set RIME_COMMIT to the commit of the tree}" \
         ${RIME_ORACLE_SHAPES:+--shapes "$RIME_ORACLE_SHAPES"} > "$out/oracle.csv" 2> "$out/oracle.log"
       echo "oracle: exit $?, $(($(wc -l < "$out/oracle.csv") - 1)) rows"; tail -3 "$out/oracle.log" ;;
     oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
