@@ -83,7 +83,8 @@ class _Entry:
 
     def __init__(self, plan, slots, keep):
         self.plan = plan
-        self.binding = _rime._CallBinding(plan, slots) if plan.prepared else None
+        # A warmup for an arch binds nothing (slots None), even where the GPU of that arch loaded the plan.
+        self.binding = _rime._CallBinding(plan, slots) if slots is not None and plan.prepared else None
         self.device = plan.device
         self.workspace = plan.workspace_size
         self.keep = keep  # the constant tensors the slots point into
@@ -113,7 +114,7 @@ def _entry(key, tensors, names, device, make, shape, arch=None):
     the plan cache and not kept."""
     if arch is not None:
         graph, _, _ = make(None)
-        return _Entry(_rime.plan(graph, arch=arch), [], [])
+        return _Entry(_rime.plan(graph, arch=arch), None, [])
     if device is None:
         device = tensors[0].get_device()
         _check_devices(device, names, tensors[1:])
