@@ -1,36 +1,85 @@
 #include "heuristics/tile.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <queue>
+#include <vector>
 #include <string>
 
 namespace rime::heuristics {
 
 int combine_warps_per_row(int64_t rows, int sm_count) { return rows < int64_t{4} * sm_count ? 16 : 4; }
 
-RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& o) {
+namespace {
+// Rows of a row tile of q that cost time when `rows` of them are live: whole granules, or all q without granules.
+int64_t live_rows(int64_t rows, int64_t q, int granule) {
+  if (granule <= 0) return q;
+  return std::min(q, (rows + granule - 1) / granule * granule);
+}
+}  // namespace
+
+RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& o,
+                          int granule) {
   RowTileCost c;
   const int64_t q = std::max(o.q, 1);
-  c.ctas = (packed_rows + q - 1) / q * batch_heads;
+  const int64_t tiles = (packed_rows + q - 1) / q;
+  c.ctas = tiles * batch_heads;
   const int64_t per_wave = int64_t{std::max(sm_count, 1)} * std::max(o.ctas_per_sm, 1);
-  c.waves = (c.ctas + per_wave - 1) / per_wave;
+  // The work in whole-CTA units: the partial tile counts as its live rows' share.
+  const int64_t last = packed_rows - (tiles - 1) * q;
+  const double work = static_cast<double>(batch_heads) *
+                      (static_cast<double>(tiles - 1) + static_cast<double>(live_rows(last, q, granule)) / q);
+  c.waves = static_cast<int64_t>(std::ceil(work / static_cast<double>(per_wave) - 1e-9));
   c.cost = static_cast<double>(c.waves) * static_cast<double>(q) * o.time_per_row;
   return c;
 }
 
-double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& o, int kv) {
+double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& o, int kv, int granule) {
   const int64_t q = std::max(o.q, 1), tile_kv = std::max(kv, 1), group = std::max<int64_t>(g.group, 1);
   const int64_t packed_rows = g.S_q * group, n = (packed_rows + q - 1) / q, pad = n * q - packed_rows;
   const int64_t shift = g.bottom_right ? g.S_kv - g.S_q : 0;
+  // Keys (whole KV tiles) that rows up to packed row `last` see.
+  auto walked = [&](int64_t last) {
+    const int64_t keys = std::clamp<int64_t>(last / group + shift + 1, 0, g.S_kv);
+    return static_cast<double>((keys + tile_kv - 1) / tile_kv * tile_kv);
+  };
+  std::vector<double> work(static_cast<size_t>(n));
   double total = 0, heaviest = 0;
   for (int64_t c = 0; c < n; ++c) {
-    const int64_t last_row = (c + 1) * q - pad - 1;  // packed; the first tile's rows from -pad exist nowhere
-    const int64_t keys = std::clamp<int64_t>(last_row / group + shift + 1, 0, g.S_kv);
-    const double work = static_cast<double>(q) * static_cast<double>((keys + tile_kv - 1) / tile_kv * tile_kv);
-    total += work;
-    heaviest = std::max(heaviest, work);
+    const int64_t first_row = c * q - pad;  // packed; the first tile's rows from -pad exist nowhere
+    double w = 0;
+    if (granule <= 0) {
+      w = static_cast<double>(q) * walked(first_row + q - 1);
+    } else {
+      for (int64_t lo = first_row; lo < first_row + q; lo += granule)
+        if (lo + granule > 0) w += static_cast<double>(granule) * walked(lo + granule - 1);
+    }
+    work[static_cast<size_t>(c)] = w;
+    total += w;
+    heaviest = std::max(heaviest, w);
   }
-  const double slots = static_cast<double>(std::max(sm_count, 1)) * std::max(o.ctas_per_sm, 1);
-  return std::max(heaviest, total * static_cast<double>(g.batch_heads) / slots) * o.time_per_row;
+  const int64_t slots = int64_t{std::max(sm_count, 1)} * std::max(o.ctas_per_sm, 1);
+  const int64_t ctas = n * std::max<int64_t>(g.batch_heads, 1);
+  if (ctas > 8 * slots)
+    return std::max(heaviest, total * static_cast<double>(g.batch_heads) / static_cast<double>(slots)) *
+           o.time_per_row;
+  // A grid of a few waves: list scheduling of the CTAs, heaviest first, onto the CTA slots (the bound above ignores
+  // the last wave's quantization, which decides grids of one or two waves).
+  std::vector<double> order;
+  order.reserve(static_cast<size_t>(ctas));
+  for (int64_t b = 0; b < std::max<int64_t>(g.batch_heads, 1); ++b) order.insert(order.end(), work.begin(), work.end());
+  std::sort(order.begin(), order.end(), std::greater<double>());
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int64_t i = 0; i < std::min(slots, ctas); ++i) free_at.push(0.0);
+  double makespan = 0;
+  for (double w : order) {
+    const double end = free_at.top() + w;
+    free_at.pop();
+    free_at.push(end);
+    makespan = std::max(makespan, end);
+  }
+  return makespan * o.time_per_row;
 }
 
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {

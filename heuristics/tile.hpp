@@ -48,8 +48,11 @@ struct RowTileCost {
   double cost = 0;  // waves x q x time_per_row: the grid's time in units of one row of the reference option
 };
 // The grid of ceil(packed_rows / q) x batch_heads CTAs in waves of sm_count x ctas_per_sm, a partial last wave
-// as long as a full one.
-RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& option);
+// as long as a full one. With `granule` > 0, a row tile's rows past packed_rows cost nothing in whole granules (the
+// Hopper engine's consumer warpgroups of 64 rows whose rows all lie past the end skip the tile): a partial row tile
+// counts as the fraction of the CTA its live granules are, so that the waves are those of the grid's real work.
+RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count, const RowTileOption& option,
+                          int granule = 0);
 
 // A causal grid (top-left or bottom-right diagonal, no window, the same lengths in every batch) of row tiles of q
 // packed rows, the partial one first (the Hopper engine's order: engines/sdpa_sm90/kernel.cuh, grid_work), each
@@ -61,8 +64,11 @@ struct CausalGrid {
 };
 // The grid's time in units of one (row, key) pair of the reference option: the larger of its heaviest CTA and its
 // whole work spread over sm_count x ctas_per_sm CTA slots (the launch order takes the heaviest row tiles first, so
-// list scheduling ends near that bound: tools/bench/causal_order_sim.py).
-double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& option, int kv);
+// list scheduling ends near that bound: tools/bench/causal_order_sim.py); a grid of at most eight waves is list-
+// scheduled instead, heaviest CTA first, since its last wave's quantization decides it. With `granule` > 0, a CTA's
+// rows run in granules that each walk the keys up to their own last row's diagonal, and granules wholly before the
+// first packed row cost nothing (the Hopper engine's three consumer warpgroups: ghost turns, consumer.cuh).
+double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOption& option, int kv, int granule = 0);
 
 // CTAs of `threads` threads using `smem_bytes` that one SM holds at once: the tighter of shared memory (1 KB
 // of each CTA's share is reserved by the hardware), registers (assuming the 255-register worst case of these

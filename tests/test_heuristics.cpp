@@ -182,6 +182,30 @@ TEST_CASE("row tiles in waves: a partial last wave costs a full one", "[heuristi
   CHECK(row_tile_cost(4096, 128, 132, {128, 2, 1.0}).waves == 16);
 }
 
+TEST_CASE("row tile cost counts a partial row tile by its live granules", "[heuristics]") {
+  // S 512 in 192-row tiles: 192 + 192 + 128 live rows. Whole tiles: 3072 CTAs in 24 waves of 132; by 64-row
+  // granules the third tile is two thirds of a CTA: 1024 x 2.667 = 2731 CTAs of work, 21 waves.
+  CHECK(row_tile_cost(512, 1024, 132, {192, 1, 1.0}).waves == 24);
+  const RowTileCost live = row_tile_cost(512, 1024, 132, {192, 1, 1.0}, 64);
+  CHECK(live.ctas == 3072);
+  CHECK(live.waves == 21);
+  // Exact tiles are the same either way.
+  CHECK(row_tile_cost(4096, 128, 132, {128, 1, 1.0}, 64).waves == row_tile_cost(4096, 128, 132, {128, 1, 1.0}).waves);
+}
+
+TEST_CASE("causal row tile cost: granules walk their own diagonal; a grid of few waves is list-scheduled",
+          "[heuristics]") {
+  // One head of S 192 in one 192-row tile of 64-key tiles: by granules 64 x (64 + 128 + 192) pairs; whole, 192 x 192.
+  const CausalGrid one{192, 192, 1, 1, false};
+  CHECK(causal_row_tile_cost(one, 132, {192, 1, 1.0}, 64, 64) == Approx(64.0 * (64 + 128 + 192)));
+  CHECK(causal_row_tile_cost(one, 132, {192, 1, 1.0}, 64) == Approx(192.0 * 192));
+  // A granule wholly before the first row costs nothing: S 128 in one 192-row tile has two live granules.
+  CHECK(causal_row_tile_cost({128, 128, 1, 1, false}, 132, {192, 1, 1.0}, 64, 64) == Approx(64.0 * (64 + 128)));
+  // Four CTAs on three SMs (two heads of S_q 256 against 4096 keys, bottom-right: 3968 and 4096 keys per row tile):
+  // list scheduling puts two on one SM (3968 + 3968), where the work over the SMs would say 5376 per SM.
+  CHECK(causal_row_tile_cost({256, 4096, 1, 2, true}, 3, {128, 1, 1.0}, 128) == Approx(128.0 * (3968 + 3968)));
+}
+
 TEST_CASE("causal row tile cost: the partial row tile first, the heaviest CTA or the work over the SMs",
           "[heuristics]") {
   // B4 H32 S4096: 32 row tiles of 128 rows running 1 .. 32 KV tiles of 128 keys; 22 of 192 rows, the first with

@@ -354,6 +354,18 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   CHECK(has(windowed.tile_reason, "a window or band mask"));
   // D 256 (O of 128 registers per consumer thread) keeps two.
   CHECK(tile_of(shaped(1, 32, 16384, 256, false)).tile == TileShape{128, 64});
+  // Short keys (at most two KV tiles of the largest tile): one consumer, two CTAs per SM (B128 S128 measured 0.137 ms
+  // at D 64 against 0.166 on three, docs/bench/oracle/h200.csv); at S 512 D 64 (four 128-key tiles) three again.
+  const Decision short_keys = tile_of(shaped(128, 32, 128, 64, false));
+  CHECK(short_keys.tile == TileShape{64, 128});
+  CHECK(short_keys.consumer_warpgroups == 1);
+  CHECK(has(short_keys.tile_reason, "one consumer warpgroup: 128 keys are at most two KV tiles of the 192-row tile"));
+  CHECK(tile_of(shaped(32, 32, 512, 64, false)).tile == TileShape{192, 128});
+  // Causal S 512 D 128: each of three consumers walks the keys up to its own rows' diagonal, which makes three the
+  // cheaper grid (measured 0.884x the time of two).
+  const Decision causal_512 = tile_of(shaped(32, 32, 512, 128, true));
+  CHECK(causal_512.tile == TileShape{192, 64});
+  CHECK(has(causal_512.tile_reason, "three consumer warpgroups: causal grid cost"));
   // 16-bit inputs: the same rule; at D 64 128-key tiles (three 16-bit consumers have 160 registers).
   json bf16 = example_json("bf16_causal_sink");  // made B1 H32 S16384 D 64, no mask
   for (json& t : bf16["tensors"]) {

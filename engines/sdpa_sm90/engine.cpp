@@ -41,6 +41,14 @@ std::optional<RowTile> row_tile(const Facts& f, const CapabilityRow& row, int n)
 //   FP8:    0.80 at D 64 (B2 H32 S8192: 0.795x the time), 0.95 at D 128 (B4 H32 S4096: 0.968x), 0.96 at D_qk 192;
 //   16-bit: 0.78 at D 64 (128-key tiles on both: 0.790x the time, the grid cost's ratio 1.015), 0.92 at D 128
 //           (0.937x), 0.92 at D_qk 192 (0.932x).
+// Rows of one consumer warpgroup: of three consumers, a warpgroup whose rows all lie past the graph's rows skips the
+// tile, and under a causal mask each walks only the KV tiles up to its own rows' diagonal (ghost turns,
+// consumer.cuh), so the cost models count a 192-row tile by its live warpgroups; two consumers run their padding
+// rows and the CTA's whole diagonal (their code predates ghost turns), so a 128-row tile counts whole. Measured on the H200
+// (docs/bench/oracle/h200.csv): S 512 (a 192-row grid of 192 + 192 + 128 live rows) runs three consumers 0.92x the
+// time of two at FP8 D 128 causal and 0.91x at BF16 D 128, where counting the whole 192 rows had chosen two.
+constexpr int kConsumerRows = 64;
+
 struct ConsumerChoice {
   int n = 2;
   std::string reason;
@@ -52,6 +60,16 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // mma.sync engine's 16-row tile.
   if (f.S_q * f.group <= 64 && row_tile(f, row, 1))
     return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
+  // Short keys: where a CTA of the largest tile walks at most two KV tiles, its fixed cost (the Q load, the first
+  // K/V stages, the epilogue) is most of its time, and one consumer (two CTAs per SM) overlaps one CTA's fixed cost
+  // with the other's tiles. Measured on the H200 (docs/bench/oracle/h200.csv): B128 S128 FP8 prefill, one consumer
+  // 0.137 ms at D 64 against 0.207 on two and 0.166 on three, 0.203 at D 128 against 0.236 and 0.239; at S 512
+  // (four 128-key tiles of the D 64 three-consumer tile) three are ahead again (0.224 against 0.236).
+  const std::optional<RowTile> largest = row_tile(f, row, 3) ? row_tile(f, row, 3) : row_tile(f, row, 2);
+  if (row_tile(f, row, 1) && largest && ceil_div(f.S_kv, largest->tile.kv) <= 2)
+    return {1, fmt::format("one consumer warpgroup: {} keys are at most two KV tiles of the {}-row tile, so a CTA's "
+                           "fixed cost dominates and two CTAs per SM overlap it",
+                           f.S_kv, largest->tile.q)};
   if (!row_tile(f, row, 3))
     return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
                            f.D_qk, f.D_v)};
@@ -65,8 +83,9 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
     const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.78 : 0.92);
     const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_sm90::tile_q(2), 1, 1.0},
                                                         row_tile(f, row, 2)->tile.kv);
-    const double three = heuristics::causal_row_tile_cost(
-        grid, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_pair}, row_tile(f, row, 3)->tile.kv);
+    const double three =
+        heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_pair},
+                                         row_tile(f, row, 3)->tile.kv, kConsumerRows);
     const std::string costs = fmt::format("causal grid cost {:.3g} on 192-row tiles against {:.3g} on 128-row ones",
                                           three, two);
     if (three < two) return {3, "three consumer warpgroups: " + costs};
@@ -74,10 +93,10 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   }
   const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.76 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
-  const heuristics::RowTileCost two =
-      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_sm90::tile_q(2), 1, 1.0});
-  const heuristics::RowTileCost three =
-      heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_row});
+  const heuristics::RowTileCost two = heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count,
+                                                                {rime_sm90::tile_q(2), 1, 1.0});
+  const heuristics::RowTileCost three = heuristics::row_tile_cost(
+      packed_rows, batch_heads, f.device.sm_count, {rime_sm90::tile_q(3), 1, time_per_row}, kConsumerRows);
   const std::string costs = fmt::format("{} CTAs of 192 rows in {} waves, cost {:.0f}, against {} of 128 rows in {} "
                                         "waves, cost {:.0f}",
                                         three.ctas, three.waves, three.cost, two.ctas, two.waves, two.cost);
@@ -169,6 +188,11 @@ class SdpaSm90Ws final : public Engine {
     g.threads = rime_sm90::threads(n);
     g.smem_bytes = smem_of(f, n, false).total;
     g.ctas_per_sm = rime_sm90::ctas_per_sm(n);  // the kernel's launch bounds: setmaxnreg shares the file by them
+    // A split decode is memory-bound: one one-consumer CTA per SM already keeps the SM's TMA loads in flight, so
+    // the second CTA an SM holds adds no bandwidth and the split model counts a wave as one CTA per SM. Measured on
+    // the H200 (docs/bench/oracle/h200.csv): BF16 B1 S_kv 128k split 16 (128 CTAs) 0.134 ms against 0.143 at
+    // split 32 (256, two per SM), which counting two per SM had chosen; FP8 B8 S_kv 32k split 2 against 4 alike.
+    g.split_ctas_per_sm = 1;
     return g;
   }
 

@@ -52,9 +52,10 @@ Result<Config> choose_for_row(const Facts& f, const CapabilityRow& row) {
       trial.split_kv = s;
       if (s <= 1 || engine->derive(f, row, trial).ok()) sp.allowed.push_back(s);
     }
-    sp.ctas_per_sm = g.ctas_per_sm > 0 ? g.ctas_per_sm
-                                        : heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads),
-                                                                  f.device.smem_per_sm);
+    sp.ctas_per_sm = g.split_ctas_per_sm > 0 ? g.split_ctas_per_sm
+                     : g.ctas_per_sm > 0     ? g.ctas_per_sm
+                                             : heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads),
+                                                                       f.device.smem_per_sm);
     sp.lengths_vary = f.mask.padding;
     const heuristics::SplitChoice sc = heuristics::choose_split_kv(sp);
     d.split_kv = sc.split;
