@@ -26,6 +26,7 @@
 #include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "rime/tune.hpp"
 #include "rime/version.hpp"
 
 namespace nb = nanobind;
@@ -733,20 +734,66 @@ NB_MODULE(_rime, m) {
 
   m.def(
       "plan",
-      [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms) {
+      [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
+         bool use_tuned) {
         rime::PlanOptions o = options_for(device, arch, sms);
+        o.use_tuned = use_tuned;
         nb::gil_scoped_release release;
         return take(rime::Plan::build(g, o));
       },
-      "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(),
+      "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "use_tuned"_a = true,
       "Validates, matches the capability rows, chooses and compiles (through the plan cache), and loads the kernels "
       "on `device` (None: the current GPU; an int, 'cuda:N' or a torch.device). arch/sms: plan for that device "
-      "instead of querying one (the other from the H200's); no GPU: the H200 defaults.");
+      "instead of querying one (the other from the H200's); no GPU: the H200 defaults. use_tuned: the configuration "
+      "rime.tune recorded for this shape class and GPU, where there is one and the rows accept it.");
+  m.def(
+      "tune",
+      [](const rime::Graph& g, nb::handle device, int iterations, bool record) {
+        rime::TuneOptions o;
+        o.device_ordinal = ordinal_of(device);
+        o.iterations = iterations;
+        o.record = record;
+        // Progress through the library's log, which reaches Python's logging (logger `rime`) like compile lines.
+        o.progress = [](const std::string& line) { rime::log::info("tune: {}", line); };
+        rime::Result<rime::TuneReport> r = rime::Status();
+        {
+          nb::gil_scoped_release release;
+          r = rime::tune(g, o);
+        }
+        const rime::TuneReport rep = take(std::move(r));
+        nb::list candidates;
+        for (const rime::TuneCandidate& c : rep.candidates) {
+          nb::dict d;
+          d["row"] = c.row;
+          d["tile"] = nb::make_tuple(c.tile.q, c.tile.kv);
+          d["consumer_warpgroups"] = c.consumer_warpgroups;
+          d["split_kv"] = c.split_kv;
+          d["ms"] = c.ms;
+          d["heuristic"] = c.heuristic;
+          d["error"] = c.error;
+          candidates.append(d);
+        }
+        nb::dict out;
+        out["device"] = rep.device;
+        out["key"] = rep.key;
+        out["recorded"] = rep.recorded;
+        out["winner"] = candidates[rep.winner];
+        out["winner_ms"] = rep.winner_ms;
+        out["heuristic_ms"] = rep.heuristic_ms;
+        out["candidates"] = candidates;
+        return out;
+      },
+      "graph"_a, "device"_a = nb::none(), "iterations"_a = 20, "record"_a = true,
+      "Times every configuration the rows accept for the graph on `device` (the heuristics' first), and records the "
+      "fastest in the plan cache for this GPU, driver and rime version (record=False: report only). Returns device, "
+      "key, recorded, winner, winner_ms, heuristic_ms and candidates (row, tile, consumer_warpgroups, split_kv, ms, "
+      "heuristic, error). Progress goes to logging (logger `rime`).");
   m.def(
       "explain",
       [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
-         bool as_dict) -> nb::object {
+         bool as_dict, bool use_tuned) -> nb::object {
         rime::PlanOptions o = options_for(device, arch, sms);
+        o.use_tuned = use_tuned;
         rime::Explanation e;
         {
           nb::gil_scoped_release release;
@@ -755,6 +802,7 @@ NB_MODULE(_rime, m) {
         return as_dict ? json_loads(e.json) : nb::str(e.text.c_str());
       },
       "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "json"_a = false,
+      "use_tuned"_a = true,
       "The text of `rime plan --explain` for any graph, also one no row serves (its rows' reasons); json=True: the "
       "fields of `rime plan --json`, a dict.");
 
@@ -767,16 +815,23 @@ NB_MODULE(_rime, m) {
       []() {
         const rime::cache::DiskCache& disk = disk_cache();
         std::vector<rime::cache::EntryInfo> entries;
+        std::vector<rime::cache::DiskCache::TunedFile> tuned;
         {
           nb::gil_scoped_release release;
           entries = disk.list(true);
+          tuned = disk.list_tuned();
         }
-        return entry_list(entries);
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& e : entries) j.push_back(rime::cache::entry_json(e));
+        for (const auto& t : tuned) j.push_back(rime::cache::tuned_json(t));
+        return to_python(j);
       });
   m.def(
       "_cache_show",
       [](const std::string& name_or_key) {
         const rime::cache::DiskCache& disk = disk_cache();
+        for (const auto& t : disk.list_tuned())
+          if (t.name == name_or_key || "tuned/" + t.name == name_or_key) return to_python(rime::cache::tuned_json(t));
         rime::Result<rime::cache::EntryInfo> found = rime::Status();
         {
           nb::gil_scoped_release release;
@@ -859,13 +914,16 @@ NB_MODULE(_rime, m) {
         return *v;
       },
       "text"_a);
-  m.def("_cache_clear", []() {
-    const rime::cache::DiskCache& disk = disk_cache();
-    rime::Result<int> n = rime::Status();
-    {
-      nb::gil_scoped_release release;
-      n = disk.clear();
-    }
-    return take(std::move(n));
-  });
+  m.def(
+      "_cache_clear",
+      [](bool tuned) {
+        const rime::cache::DiskCache& disk = disk_cache();
+        rime::Result<int> n = rime::Status();
+        {
+          nb::gil_scoped_release release;
+          n = tuned ? disk.clear_tuned() : disk.clear();
+        }
+        return take(std::move(n));
+      },
+      "tuned"_a = false);
 }

@@ -193,7 +193,7 @@ TEST_CASE("row tile cost counts a partial row tile by its live granules", "[heur
   CHECK(row_tile_cost(4096, 128, 132, {128, 1, 1.0}, 64).waves == row_tile_cost(4096, 128, 132, {128, 1, 1.0}).waves);
 }
 
-TEST_CASE("causal row tile cost: granules walk their own diagonal; a grid of few waves is list-scheduled",
+TEST_CASE("causal row tile cost: granules walk their own diagonal, and a grid of few waves is list-scheduled",
           "[heuristics]") {
   // One head of S 192 in one 192-row tile of 64-key tiles: by granules 64 x (64 + 128 + 192) pairs; whole, 192 x 192.
   const CausalGrid one{192, 192, 1, 1, false};

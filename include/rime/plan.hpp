@@ -34,6 +34,10 @@ struct PlanOptions {
   // otherwise, CudaError without a driver); with `device` also given, `device` is planned for and the kernels are
   // loaded on this GPU when its arch is the same.
   std::optional<int> device_ordinal;
+  // Use the configuration `rime tune` recorded for this graph's shape class on this GPU, driver and rime version
+  // (include/rime/tune.hpp) in place of the heuristics' when there is one and the rows accept it; the explanation
+  // says which and by how much it was faster. A graph that pins split_kv or tile is never overridden.
+  bool use_tuned = true;
 };
 
 // What `rime plan --explain` prints, from the one function the CLI prints it with: the graph and the device, the

@@ -16,13 +16,13 @@ def directory():
 
 def ls():
     """Every name in the directory, as `rime cache ls --json` lists them: entries (checked with checksums), then foreign
-    names (never touched)."""
+    names (never touched), then the choices rime.tune recorded (kind "tuned", the document under "tuned")."""
     return _rime._cache_ls()
 
 
 def show(name_or_key):
     """One entry, by its name or a key prefix of at least 4 hex digits (InvalidArgumentError naming the entries when
-    none or several match), as `rime cache show` finds it."""
+    none or several match), or a tuned choice by its name (tuned/<key16>.json), as `rime cache show` finds it."""
     return _rime._cache_show(name_or_key)
 
 
@@ -45,9 +45,10 @@ def prune(max_bytes=None):
     return _rime._cache_prune(max_bytes)
 
 
-def clear():
-    """Removes every entry (foreign names and live writers' temp directories stay); returns how many."""
-    return _rime._cache_clear()
+def clear(tuned=False):
+    """Removes every entry (foreign names and live writers' temp directories stay); returns how many. tuned=True:
+    removes the choices rime.tune recorded instead (`rime cache clear --tuned`)."""
+    return _rime._cache_clear(tuned)
 
 
 def warm(graphs, arch="sm_90a", sms=132):

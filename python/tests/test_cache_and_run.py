@@ -187,3 +187,14 @@ def test_run_pointers_takes_one_pointer_per_tensor_in_uid_order():
     with pytest.raises(rime.InvalidArgumentError) as e:
         p.run_pointers([1, 2, 3])
     assert "3 pointers for the graph's 13 tensors" in e.value.message
+
+
+def test_tune_refuses_a_graph_that_pins_its_knobs_and_plans_take_use_tuned():
+    doc = json.loads(example("fp8_decode_gqa"))
+    doc["op"]["knobs"] = {"split_kv": 2}
+    with pytest.raises(rime.InvalidArgumentError, match="pins split_kv or tile"):
+        rime.tune(rime.Graph.from_json(json.dumps(doc)))
+    g = rime.Graph.from_json(example("fp8_decode_gqa"))
+    assert rime.plan(g, arch="sm_90a", sms=132, use_tuned=False).row == "sdpa_sm90_fp8"
+    assert "rows:" in rime.explain(g, arch="sm_90a", use_tuned=False)
+    assert isinstance(rime.cache.clear(tuned=True), int)

@@ -87,3 +87,30 @@ def test_cuda_graph_capture_replays_on_new_inputs():
         graph.replay()
         torch.cuda.synchronize()
         assert rel_l2(o, attention_reference(q, k, v, True)) < 1e-2
+
+
+def test_tune_records_the_fastest_which_plans_then_use_explain_and_list():
+    # A BF16 decode (B 2, 32 q heads over 8 kv heads, 8192 keys): splits and tiles to choose among.
+    b = rime.GraphBuilder("tune_decode")
+    q = b.tensor("Q", [2, 32, 1, 128], "BF16")
+    k = b.tensor("K", [2, 8, 8192, 128], "BF16")
+    v = b.tensor("V", [2, 8, 8192, 128], "BF16")
+    o = b.output("O", [2, 32, 1, 128], "BF16")
+    g = b.sdpa(q=q, k=k, v=v, o=o)
+    rime.cache.clear(tuned=True)
+    report = rime.tune(g, iterations=10)
+    assert report["recorded"] and len(report["candidates"]) > 3
+    assert report["candidates"][0]["heuristic"]
+    timed = [c["ms"] for c in report["candidates"] if not c["error"]]
+    assert report["winner_ms"] == min(timed) <= report["heuristic_ms"]
+    winner = report["winner"]
+    plan = rime.plan(g)
+    assert (plan.row, plan.split_kv) == (winner["row"], winner["split_kv"])
+    assert tuple(plan.tile) == tuple(winner["tile"])
+    assert "tuned     tuned " in plan.explain()
+    assert "tuned" not in rime.explain(g, use_tuned=False).split("rows:")[1]
+    listed = [e for e in rime.cache.ls() if e.get("kind") == "tuned"]
+    assert any(e["tuned"]["key"] == report["key"] for e in listed)
+    assert rime.cache.show("tuned/" + report["key"][:16] + ".json")["tuned"]["graph_name"] == "tune_decode"
+    assert rime.cache.clear(tuned=True) >= 1
+    assert "tuned     " not in rime.plan(g).explain()

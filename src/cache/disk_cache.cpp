@@ -31,6 +31,7 @@ constexpr const char* kCubinFile = "kernel.cubin";
 constexpr const char* kSourceFile = "kernel.cu";
 constexpr const char* kMetaFile = "meta.json";
 constexpr const char* kQuarantine = "quarantine";
+constexpr const char* kTuned = "tuned";
 constexpr const char* kEntryFiles[] = {kSourceFile, kCubinFile, kMetaFile};
 
 int64_t now_seconds() {
@@ -560,7 +561,7 @@ std::vector<EntryInfo> DiskCache::scan_sizes() const {
 std::vector<EntryInfo> DiskCache::list(bool checksums) const {
   std::vector<EntryInfo> entries, foreign;
   for (const std::string& n : names_in(fd())) {
-    if (n == kQuarantine || is_own_scratch_name(n) || is_lock_name(n)) continue;
+    if (n == kQuarantine || n == kTuned || is_own_scratch_name(n) || is_lock_name(n)) continue;
     EntryInfo e = inspect(n, checksums);
     (e.kind == EntryKind::Foreign ? foreign : entries).push_back(std::move(e));
   }
@@ -730,6 +731,83 @@ DiskCache::Stats DiskCache::stats() const {
     out.compile_ms += e.compile_ms;
   }
   return out;
+}
+
+namespace {
+
+// <16 lowercase hex digits>.json: a tuned choice's file (tuned_name).
+bool is_tuned_name(const std::string& n) {
+  if (n.size() != 21 || n.compare(16, 5, ".json") != 0) return false;
+  return std::all_of(n.begin(), n.begin() + 16, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// tuned/ below the cache directory, created (0700) when `create`; -1 when it is missing or not a real directory.
+int open_tuned_dir(int cache_fd, bool create) {
+  if (create) ::mkdirat(cache_fd, kTuned, 0700);
+  return open_dir_at(cache_fd, kTuned);
+}
+
+}  // namespace
+
+Status DiskCache::store_tuned(const std::string& key, const std::string& text) const {
+  const std::string name = tuned_name(key);
+  Fd dir(open_tuned_dir(fd(), true));
+  if (!dir.ok())
+    return Status(StatusCode::CacheCorrupt, fmt::format("cannot open {}/{}/: {}", dir_, kTuned, std::strerror(errno)));
+  const std::string temp = ".tmp-" + name + "-" + random_suffix();
+  const std::string shown = fmt::format("{}/{}/{}", dir_, kTuned, name);
+  Status written = write_file_synced_at(dir.fd, temp.c_str(), text, shown);
+  if (written.ok() && ::renameat(dir.fd, temp.c_str(), dir.fd, name.c_str()) != 0)
+    written = Status(StatusCode::CacheCorrupt, fmt::format("cannot publish {}: {}", shown, std::strerror(errno)));
+  if (!written.ok()) ::unlinkat(dir.fd, temp.c_str(), 0);
+  return written;
+}
+
+std::optional<std::string> DiskCache::load_tuned(const std::string& key) const {
+  Fd dir(open_tuned_dir(fd(), false));
+  if (!dir.ok()) return std::nullopt;
+  return read_file_at(dir.fd, tuned_name(key).c_str());
+}
+
+std::vector<DiskCache::TunedFile> DiskCache::list_tuned() const {
+  std::vector<TunedFile> out;
+  Fd dir(open_tuned_dir(fd(), false));
+  if (!dir.ok()) return out;
+  for (const std::string& n : names_in(dir.fd)) {
+    if (!is_tuned_name(n)) continue;
+    TunedFile t;
+    t.name = n;
+    t.path = fmt::format("{}/{}/{}", dir_, kTuned, n);
+    struct stat st {};
+    if (::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    t.bytes = static_cast<int64_t>(st.st_size);
+    t.modified = static_cast<int64_t>(st.st_mtime);
+    t.text = read_file_at(dir.fd, n.c_str()).value_or("");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<int> DiskCache::clear_tuned() const {
+  Fd dir(open_tuned_dir(fd(), false));
+  if (!dir.ok()) return 0;
+  int removed = 0;
+  for (const std::string& n : names_in(dir.fd)) {
+    struct stat st {};
+    if (!is_tuned_name(n) || ::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    if (::unlinkat(dir.fd, n.c_str(), 0) == 0) ++removed;
+  }
+  return removed;
+}
+
+nlohmann::json tuned_json(const DiskCache::TunedFile& t) {
+  nlohmann::json j{{"kind", "tuned"}, {"name", std::string("tuned/") + t.name}, {"path", t.path}, {"bytes", t.bytes},
+                   {"modified", t.modified}};
+  nlohmann::json doc = nlohmann::json::parse(t.text, nullptr, false);
+  if (doc.is_object()) j["tuned"] = std::move(doc);
+  else j["problem"] = "not a tuned choice's JSON";
+  return j;
 }
 
 }  // namespace rime::cache

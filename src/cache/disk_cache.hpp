@@ -150,6 +150,21 @@ class DiskCache {
   };
   Stats stats() const;
 
+  // Tuned choices (`rime tune`, src/tune/tuned.hpp): one JSON document per tuning key in the directory tuned/, named
+  // <key16>.json, published by writing a temp name in tuned/ and renaming it into place. Only names of that form are
+  // read or removed there; anything else in tuned/ is left alone. list(), verify(), prune() and clear() never touch
+  // tuned/; clear_tuned() empties it.
+  struct TunedFile {
+    std::string name, path;  // <key16>.json
+    std::string text;        // the document (empty when unreadable)
+    int64_t bytes = 0, modified = 0;
+  };
+  static std::string tuned_name(const std::string& key) { return key.substr(0, 16) + ".json"; }
+  Status store_tuned(const std::string& key, const std::string& text) const;
+  std::optional<std::string> load_tuned(const std::string& key) const;
+  std::vector<TunedFile> list_tuned() const;
+  Result<int> clear_tuned() const;
+
   const std::string& dir() const { return dir_; }
   int64_t max_bytes() const { return max_bytes_; }
   static std::string entry_name(const std::string& engine, const std::string& key) {
@@ -179,5 +194,9 @@ class DiskCache {
   int64_t max_bytes_;
   std::shared_ptr<SizeState> sizes_;
 };
+
+// A tuned choice as `rime cache ls --json` lists it (after the entries): kind "tuned", its name (tuned/<key16>.json),
+// path, bytes, modified, and the document under "tuned" (or a "problem" when it is not one).
+nlohmann::json tuned_json(const DiskCache::TunedFile& t);
 
 }  // namespace rime::cache

@@ -1,6 +1,7 @@
 // The explanation of a plan: facts, every row's verdict, the decision with its candidates and the stages. The CLI,
 // Plan::explain and rime::explain print this one text.
 #include "plan/explain.hpp"
+#include "plan/tuned.hpp"
 
 #include <fmt/format.h>
 
@@ -104,6 +105,7 @@ std::string explanation_text(const ExplanationParts& e) {
   print_facts(out, e.facts);
   print_verdicts(out, e.verdicts);
   if (e.config) print_config(out, *e.config);
+  if (!e.tuned.empty()) out += fmt::format("  tuned     {}\n", e.tuned);
   return out;
 }
 
@@ -115,6 +117,7 @@ nlohmann::json explanation_json(const ExplanationParts& e) {
   j["rows"] = nlohmann::json::array();
   for (const RowVerdict& v : e.verdicts)
     j["rows"].push_back({{"row", v.row_id}, {"accepted", v.accepted}, {"field", v.field}, {"reason", v.reason}});
+  if (!e.tuned.empty()) j["tuned"] = e.tuned;
   if (e.config) {
     j["decision"] = decision_to_json(e.config->decision);
     j["derived"] = derived_to_json(e.config->derived);
@@ -130,14 +133,27 @@ Explanation explanation_of(const ExplanationParts& parts) {
   return out;
 }
 
+Result<Config> choose_or_tuned(const Graph& graph, const Facts& facts, const std::vector<RowVerdict>& verdicts,
+                               bool use_tuned, bool device_queried, std::string& tuned_line) {
+  if (use_tuned) {
+    tuned::Lookup t = tuned::lookup(graph, facts, device_queried);
+    tuned_line = t.line;
+    if (t.config) return *t.config;
+  }
+  return choose(facts, verdicts);
+}
+
 Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   const Result<DeviceResolution> device = resolve_device(options);
   if (!device.ok()) return device.status();
   Result<Facts> facts = analyze(graph, device->device);  // validates the graph
   if (!facts.ok()) return facts.status();
   const std::vector<RowVerdict> verdicts = match(facts.value());
-  Result<Config> config = choose(facts.value(), verdicts);
-  const ExplanationParts parts{graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, device->source};
+  std::string tuned_line;
+  Result<Config> config =
+      choose_or_tuned(graph, facts.value(), verdicts, options.use_tuned, device->queried, tuned_line);
+  const ExplanationParts parts{graph,          facts.value(), verdicts, config.ok() ? &config.value() : nullptr,
+                               device->source, tuned_line};
   Explanation out = explanation_of(parts);
   if (!config.ok()) out.decline = config.status().message();
   return out;

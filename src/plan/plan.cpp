@@ -32,6 +32,7 @@ constexpr int kPlanFormatVersion = 3;
 struct Plan::State {
   Graph graph;
   std::string device_source;  // for the explanation
+  std::string tuned_line;     // for the explanation: a tuned choice recorded for the graph (used or declined)
   Facts facts;
   Config config;
   const engines::Engine* engine = nullptr;
@@ -105,10 +106,10 @@ Result<DeviceResolution> resolve_device(const PlanOptions& options) {
   if (options.device_ordinal) {
     Result<DeviceDesc> gpu = driver::query_device(*options.device_ordinal);
     if (!gpu.ok()) return gpu.status();
-    return DeviceResolution{gpu.value(), fmt::format("queried from GPU {}", *options.device_ordinal)};
+    return DeviceResolution{gpu.value(), fmt::format("queried from GPU {}", *options.device_ordinal), true};
   }
   Result<DeviceDesc> gpu = driver::query_device();
-  if (gpu.ok()) return DeviceResolution{gpu.value(), "queried from the GPU"};
+  if (gpu.ok()) return DeviceResolution{gpu.value(), "queried from the GPU", true};
   return DeviceResolution{DeviceDesc::h200(), "no GPU (" + gpu.status().message() + "): H200 defaults"};
 }
 
@@ -124,7 +125,8 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
   s.facts = facts.value();
-  Result<Config> config = choose(s.facts, match(s.facts));
+  Result<Config> config =
+      choose_or_tuned(graph, s.facts, match(s.facts), options.use_tuned, resolved->queried, s.tuned_line);
   if (!config.ok()) return config.status();
   s.config = config.value();
   RIME_RETURN_IF_ERROR(find_engine(s));
@@ -266,7 +268,7 @@ Status set_cache_dir(const std::string& dir) { return cache::set_directory(dir);
 Explanation Plan::explain() const {
   const State& s = *state_;
   const std::vector<RowVerdict> verdicts = match(s.facts);
-  return explanation_of(ExplanationParts{s.graph, s.facts, verdicts, &s.config, s.device_source});
+  return explanation_of(ExplanationParts{s.graph, s.facts, verdicts, &s.config, s.device_source, s.tuned_line});
 }
 int64_t Plan::workspace_size() const { return state_->config.derived.workspace_bytes; }
 bool Plan::prepared() const { return state_->prepared; }

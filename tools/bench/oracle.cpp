@@ -7,20 +7,16 @@
 //   rime_oracle --dry-run [--arch A --sms N]    the candidates of every shape, planned without a GPU (no compile)
 //   rime_oracle --commit SHA [--shapes I:J] [--iterations N] > oracle.csv      on a GPU: times them
 //
-// A candidate is a decision the rows accept when the graph pins (tile, split): the matcher and the heuristics run as
-// for any graph, so a pin no row honours is no candidate. Splits run from 1 up to the first that puts two waves of
-// attention CTAs on the GPU (a split exists to fill the GPU; past two waves it adds the combine's work and a tail)
-// and never past the KV tiles. 100 shapes, about 1,700 candidates on the H200: `--shapes I:J` splits the run.
+// A candidate is a decision the rows accept when the graph pins (tile, split): tuning_candidates
+// (include/rime/inspect/config.hpp), the list `rime tune` times. 100 shapes, about 1,700 candidates on the H200: `--shapes I:J` splits the run.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <future>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "rime/graph.hpp"
@@ -160,40 +156,14 @@ std::string describe(const Decision& d) {
   return fmt::format("{},{}x{},{},{}", d.row_id, d.tile.q, d.tile.kv, d.consumer_warpgroups, d.split_kv);
 }
 
-int64_t attention_ctas(const Config& c) {
-  for (const KernelStage& st : c.derived.stages)
-    if (st.role == "attention") return st.grid[0] * st.grid[1] * st.grid[2];
-  return 0;
-}
-
-// Every decision the rows accept for the shape with (tile, split) pinned, one per distinct decision.
+// Every decision the rows accept for the shape (tuning_candidates, what `rime tune` times), each with the knobs that
+// pin it.
 Result<std::vector<Candidate>> candidates(const Shape& s, const DeviceDesc& device) {
-  std::vector<Candidate> out;
-  std::set<std::tuple<std::string, int, int, int, int>> seen;
   Result<Facts> f = analyze(graph_of(s, std::nullopt, std::nullopt), device);
   if (!f.ok()) return f.status();
-  for (const RowVerdict& v : match(f.value())) {
-    if (!v.accepted) continue;
-    const CapabilityRow* row = nullptr;
-    for (const CapabilityRow& r : capability_rows())
-      if (r.id == v.row_id) row = &r;
-    if (!row || row->kind != "attention") continue;
-    for (const RowTile& t : row->tiles_for(f->D_qk, f->D_v)) {
-      for (int split = 1; split <= 1024; split *= 2) {
-        Result<Facts> pf = analyze(graph_of(s, split, t.tile), device);
-        if (!pf.ok()) break;
-        Result<Config> c = choose(pf.value(), match(pf.value()));
-        if (!c.ok()) {
-          if (split == 1) break;  // the tile itself is declined
-          continue;               // a split the rows do not list
-        }
-        const Decision& d = c->decision;
-        const auto key = std::make_tuple(d.row_id, d.tile.q, d.tile.kv, d.consumer_warpgroups, d.split_kv);
-        if (seen.insert(key).second) out.push_back({c.value(), split, t.tile});
-        if (split >= c->derived.kv_tiles || attention_ctas(c.value()) >= 2 * device.sm_count) break;
-      }
-    }
-  }
+  std::vector<Candidate> out;
+  for (const Config& c : tuning_candidates(f.value()))
+    out.push_back({c, c.decision.split_kv, c.decision.tile});
   return out;
 }
 

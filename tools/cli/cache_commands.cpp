@@ -22,6 +22,7 @@ std::string when(int64_t unix_seconds) {
 }
 
 using cache::entry_json;
+using cache::tuned_json;
 
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -39,6 +40,26 @@ std::string removal_command(const cache::EntryInfo& e) { return "rm -- " + shell
 
 int fail(const Options& opts, StatusCode code, const std::string& message) {
   return report_failure(Status(code, message), opts, "cache");
+}
+
+// One line of `cache ls` for a tuned choice.
+std::string tuned_line(const cache::DiskCache::TunedFile& t) {
+  const nlohmann::json doc = nlohmann::json::parse(t.text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("decision") || !doc.contains("heuristic"))
+    return fmt::format("tuned/{:<27} [not a tuned choice's JSON]", t.name);
+  auto config = [](const nlohmann::json& d) {
+    std::string s = d.value("row", "?");
+    if (d.contains("tile") && d["tile"].is_array() && d["tile"].size() == 2)
+      s += fmt::format(" {}x{}", d["tile"][0].dump(), d["tile"][1].dump());
+    const int consumers = d.value("consumer_warpgroups", 0);
+    if (consumers) s += fmt::format(" x{}", consumers);
+    return s + fmt::format(" split {}", d.value("split_kv", 0));
+  };
+  const nlohmann::json dev = doc.value("device", nlohmann::json::object());
+  return fmt::format("tuned/{:<27} {} on {} (driver {}): {} {:.4f} ms, the heuristics' {} {:.4f} ms", t.name,
+                     shown(doc.value("graph_name", "")), dev.value("name", "?"), dev.value("driver_version", 0),
+                     config(doc["decision"]), doc.value("ms", 0.0), config(doc["heuristic"]),
+                     doc.value("heuristic_ms", 0.0));
 }
 
 int print_json(const nlohmann::json& j) {
@@ -92,9 +113,11 @@ int cmd_cache(const std::string& action, const Options& opts) {
 
   if (action == "ls") {
     const auto entries = disk.list();
+    const auto tuned = disk.list_tuned();
     if (opts.json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& e : entries) j.push_back(entry_json(e));
+      for (const auto& t : tuned) j.push_back(tuned_json(t));
       return print_json(j);
     }
     fmt::print("{:<32} {:<8} {:>10} {:<20} {}\n", "entry", "arch", "bytes", "last used (UTC)", "kernel");
@@ -109,10 +132,18 @@ int cmd_cache(const std::string& action, const Options& opts) {
     }
     for (const auto& e : entries)
       if (e.kind == cache::EntryKind::Foreign) fmt::print("foreign {} ({}): left alone\n", shown(e.name), e.problem);
-    fmt::print("{} entries, {} foreign names in {}\n", entries.size() - foreign, foreign, settings.dir);
+    for (const auto& t : tuned) fmt::print("{}\n", tuned_line(t));
+    fmt::print("{} entries, {} foreign names, {} tuned choices in {}\n", entries.size() - foreign, foreign, tuned.size(),
+               settings.dir);
     return kExitOk;
   }
   if (action == "show") {
+    for (const auto& t : disk.list_tuned()) {
+      if (t.name != opts.key && "tuned/" + t.name != opts.key) continue;
+      if (opts.json) return print_json(tuned_json(t));
+      fmt::print("{}\npath        {}\n{}", tuned_line(t), t.path, t.text);
+      return kExitOk;
+    }
     Result<cache::EntryInfo> found = disk.find(opts.key);
     if (!found.ok()) return report_failure(found.status(), opts, "cache");
     const cache::EntryInfo& e = found.value();
@@ -180,6 +211,13 @@ int cmd_cache(const std::string& action, const Options& opts) {
     }
     for (const auto& e : evicted) fmt::print("evicted {} ({} bytes, last used {})\n", e.name, e.bytes, when(e.last_used));
     fmt::print("pruned to at most {} bytes: {} entries evicted\n", max_bytes, evicted.size());
+    return kExitOk;
+  }
+  if (action == "clear" && opts.tuned) {
+    auto n = disk.clear_tuned();
+    if (!n.ok()) return report_failure(n.status(), opts, "cache clear --tuned");
+    if (opts.json) return print_json({{"removed_tuned", n.value()}});
+    fmt::print("removed {} tuned choices from {}/tuned (kernels stay)\n", n.value(), settings.dir);
     return kExitOk;
   }
   if (action == "clear") {

@@ -53,7 +53,11 @@ struct Options {
   std::string inputs_dir, save_dir;
   std::optional<std::pair<int64_t, int64_t>> kv_lengths;  // --kv-lengths LO:HI
   std::optional<std::pair<int64_t, int64_t>> seq_lengths;  // --seq-lengths LO:HI
+  bool no_tuned = false;  // plan / run --no-tuned: the heuristics' choice even where `rime tune` recorded one
+  // tune
+  bool no_record = false;
   // cache
+  bool tuned = false;              // cache clear --tuned
   std::string key;                 // cache show
   std::optional<int64_t> max_bytes;  // cache prune
   std::vector<std::string> files;  // cache warm
@@ -87,5 +91,6 @@ int cmd_show(const Options& opts);
 int cmd_plan(const Options& opts);
 int cmd_run(const Options& opts);
 int cmd_cache(const std::string& action, const Options& opts);
+int cmd_tune(const Options& opts);
 
 }  // namespace rime::cli

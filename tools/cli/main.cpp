@@ -15,7 +15,7 @@
 namespace rime::cli {
 namespace {
 
-const char* const kCommands[] = {"validate", "show", "plan", "run", "cache"};
+const char* const kCommands[] = {"validate", "show", "plan", "run", "tune", "cache"};
 const char* const kCacheActions[] = {"ls", "show", "stats", "verify", "prune", "clear", "warm"};
 
 // A size in bytes: digits with an optional binary unit (512M, 1G); anything else is refused. The validator only
@@ -69,7 +69,8 @@ std::string usage_text() {
       "  show       print a graph (an invalid one too, with its error)\n"
       "  plan       facts, every row's verdict, the heuristics' scores and the choice\n"
       "  run        plan, compile, and on a GPU execute, check against the CPU reference, time\n"
-      "  cache      ls | show KEY | stats | verify | prune | clear | warm FILE...\n\n"
+      "  tune       FILE...: on a GPU, time every configuration the rows accept; record the fastest\n"
+      "  cache      ls | show KEY | stats | verify | prune | clear [--tuned] | warm FILE...\n\n"
       "With no command, rime runs its main job on the embedded default graph: validate, plan --explain,\n"
       "compile through the plan cache, and on a GPU execute and check against the CPU reference.\n"
       "Exit codes: 0 ok, 1 usage or bad argument, 2 InvalidJson, 3 InvalidGraph, 4 NotSupported,\n"
@@ -122,6 +123,14 @@ int run_command_line(int argc, char** argv) {
   CLI::App* run = app.add_subcommand(
       "run", "Plan and compile the graph; on a GPU, execute it with fresh random inputs (or --inputs), poisoned "
              "outputs, and check every output against the CPU reference (SPEC section 10). --bench times it.");
+  CLI::App* tune = app.add_subcommand(
+      "tune", "On the GPU, time every configuration the rows accept for each graph (tile, consumer warpgroups, "
+              "split-KV) and record the fastest in the plan cache for this GPU, driver and rime version; later plans "
+              "of the same shape class use it (--no-tuned: not). Progress on stderr.");
+  tune->add_option("FILES", o.files, "graph files")->required();
+  tune->add_option("--iterations", o.iterations, "timed runs per candidate (default 20)")->check(CLI::Range(1, 100000));
+  tune->add_flag("--no-record", o.no_record, "time and report only");
+  tune->add_flag("--json", o.json, "print machine-readable JSON");
   CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the plan cache (docs/cache.md).");
   for (CLI::App* cmd : {validate, show, plan, run}) {
     cmd->add_option("FILE", o.file, "graph file (default: the embedded default graph)");
@@ -129,6 +138,7 @@ int run_command_line(int argc, char** argv) {
   }
   for (CLI::App* cmd : {plan, run}) {
     cmd->add_flag("--explain", o.explain, "print facts, every row's verdict, the heuristics' scores and the stages");
+    cmd->add_flag("--no-tuned", o.no_tuned, "the heuristics' choice even where `rime tune` recorded one");
     add_device_options(cmd, arch, sms);
   }
   CLI::Option* split_opt =
@@ -163,16 +173,20 @@ int run_command_line(int argc, char** argv) {
       ->check(length_range);
 
   cache->require_subcommand(1, 1);
-  CLI::App* c_ls = cache->add_subcommand("ls", "entries: name, arch, bytes, last used, kernel; then foreign names");
-  CLI::App* c_show = cache->add_subcommand("show", "one entry, by its name or an unambiguous key prefix");
-  c_show->add_option("KEY", o.key, "entry name or key prefix (at least 4 hex digits)")->required();
+  CLI::App* c_ls = cache->add_subcommand("ls", "entries: name, arch, bytes, last used, kernel; then foreign names, then "
+                                               "the choices `rime tune` recorded");
+  CLI::App* c_show = cache->add_subcommand("show", "one entry, by its name or an unambiguous key prefix, or a tuned "
+                                                   "choice by its name (tuned/<key16>.json)");
+  c_show->add_option("KEY", o.key, "entry name, key prefix (at least 4 hex digits) or tuned/<key16>.json")->required();
   CLI::App* c_stats = cache->add_subcommand("stats", "count, bytes, NVRTC time held");
   CLI::App* c_verify = cache->add_subcommand("verify", "recompute every checksum; bad entries move to quarantine/ (exit 6)");
   CLI::App* c_prune = cache->add_subcommand("prune", "evict least-recently-used entries down to --max-bytes");
   CLI::Option* max_opt =
       c_prune->add_option("--max-bytes", max_bytes, "size to prune down to (1G, 512M, or bytes); default the cap")
           ->check(bytes_validator());
-  CLI::App* c_clear = cache->add_subcommand("clear", "remove every entry (foreign files stay)");
+  CLI::App* c_clear = cache->add_subcommand("clear", "remove every entry (foreign files stay); --tuned: every tuned "
+                                                     "choice instead");
+  c_clear->add_flag("--tuned", o.tuned, "remove the choices `rime tune` recorded (and only those)");
   CLI::App* c_warm = cache->add_subcommand("warm", "compile the plans of graph files ahead of time, without a GPU");
   c_warm->add_option("FILES", o.files, "graph files")->required();
   add_device_options(c_warm, arch, sms);
@@ -207,6 +221,7 @@ int run_command_line(int argc, char** argv) {
   if (show->parsed()) return cmd_show(o);
   if (plan->parsed()) return cmd_plan(o);
   if (run->parsed()) return cmd_run(o);
+  if (tune->parsed()) return cmd_tune(o);
   for (const char* action : kCacheActions)
     if (cache->get_subcommand(action)->parsed()) return cmd_cache(action, o);
   fmt::print(stderr, "{}", usage_text());

@@ -48,8 +48,11 @@ int cmd_plan(const Options& opts) {
   Result<Facts> facts = analyze(loaded->graph, dev->device);  // the command's one validation
   if (!facts.ok()) return report_failure(facts.status(), opts, source);
   const std::vector<RowVerdict> verdicts = match(facts.value());
-  Result<Config> config = choose(facts.value(), verdicts);
-  const ExplanationParts e{loaded->graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr, dev->source};
+  std::string tuned_line;
+  Result<Config> config = choose_or_tuned(loaded->graph, facts.value(), verdicts, !opts.no_tuned,
+                                          dev->has_gpu && !dev->overridden, tuned_line);
+  const ExplanationParts e{loaded->graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr,
+                           dev->source,   tuned_line};
 
   if (opts.json) {
     nlohmann::json j = explanation_json(e);
@@ -66,8 +69,9 @@ int cmd_plan(const Options& opts) {
   if (!config.ok()) return report_failure(config.status(), opts, source);
   const Config& c = config.value();
   if (!opts.explain)
-    fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes\n", source, c.decision.row_id,
-               c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes);
+    fmt::print("{}: row {}, tile {}x{}, split_kv {}, workspace {} bytes{}\n", source, c.decision.row_id,
+               c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes,
+               c.decision.tuned.empty() ? "" : " (tuned)");
   return kExitOk;
 }
 

@@ -47,7 +47,9 @@ int cmd_run(const Options& opts) {
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
   PlanOptions options;
-  options.device = dev->device;
+  // The GPU's own description is queried again by Plan::build, so that its tuned choices (keyed by its driver) apply.
+  if (!dev->has_gpu || dev->overridden) options.device = dev->device;
+  options.use_tuned = !opts.no_tuned;
   Result<Plan> plan = Plan::build(graph, options);  // analyze inside: the run's one validation
   if (!plan.ok()) {
     if (opts.explain && !opts.json && plan.status().code() == StatusCode::NotSupported) {

@@ -16,6 +16,7 @@
 #   heuristics the heuristics' oracle (tools/bench/oracle.cpp) into OUTDIR/oracle.csv: RIME_COMMIT=SHA (the tree's
 #              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`),
 #              RIME_ORACLE_TIMEOUT its limit in seconds (560)
+#   tune       `rime tune` of two graphs, their plans' explanations (tuned), `rime cache ls`, `cache clear --tuned`
 #   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
 #              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
@@ -97,6 +98,17 @@ for step in $steps; do
       timeout "${RIME_ORACLE_TIMEOUT:-560}" "$root/build/rime_oracle" --commit "${RIME_COMMIT:?heuristics: set RIME_COMMIT to the commit of the tree}" \
         ${RIME_ORACLE_SHAPES:+--shapes "$RIME_ORACLE_SHAPES"} > "$out/oracle.csv" 2> "$out/oracle.log"
       echo "oracle: exit $?, $(($(wc -l < "$out/oracle.csv") - 1)) rows"; tail -3 "$out/oracle.log" ;;
+    tune)
+      # rime tune end to end: time and record two graphs, plan them (the explanation says tuned), list, clear.
+      export RIME_CACHE_DIR=/tmp/rime-tune-cache
+      for f in "$root/examples/fp8_decode_gqa.json" "$root/tools/bench/graphs/bf16_decode_b8_h32g8_skv32768.json"; do
+        timeout 240 "$bin/rime" tune "$f" --iterations 20 2>> "$out/tune_progress.log"; echo "[tune exit $?]"
+        tail -4 "$out/tune_progress.log"
+        "$bin/rime" plan "$f" --explain | grep -E "^  (row|tile|split_kv|tuned) "
+      done 2>&1 | tee "$out/tune.log"
+      "$bin/rime" cache ls | grep -E "^tuned/|tuned choices" | tee -a "$out/tune.log"
+      "$bin/rime" cache clear --tuned | tee -a "$out/tune.log"
+      export RIME_CACHE_DIR=$root/.carry/cache ;;
     oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
               "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
     python)

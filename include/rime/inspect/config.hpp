@@ -32,6 +32,9 @@ struct Decision {
   std::string tile_reason;
   std::string split_reason;
   std::vector<SplitCandidate> split_candidates;  // empty when split was not considered
+  // Set when the decision is the one `rime tune` recorded (include/rime/tune.hpp): what was timed and by how much it
+  // beat the heuristics' choice. Not part of a plan artifact.
+  std::string tuned;
 };
 
 // One kernel specialization (SPEC section 9): an engine header and the template instance it provides, for one
@@ -99,6 +102,13 @@ struct Config {
 // Picks the configuration: the accepted rows in preference order, the first whose heuristics succeed (a row
 // whose tile does not fit, say, passes to the next). NotSupported when none does, listing every row's reason.
 Result<Config> choose(const Facts& facts, const std::vector<RowVerdict>& verdicts);
+
+// Every configuration the rows accept for the facts, as choose() makes it with (tile, split) pinned, one per distinct
+// (row, tile, consumer warpgroups, split): for each accepted attention row and each tile it lists for the head dims,
+// splits 1, 2, 4, ... up to the first that puts two waves of attention CTAs on the device (a split exists to fill
+// the GPU; past two waves it adds the combine's work and a tail) and never past the KV tiles. What `rime tune` and
+// the heuristics' oracle (tools/bench/oracle.cpp) time. Empty when no row serves the facts.
+std::vector<Config> tuning_candidates(const Facts& facts);
 
 // Everything a decision implies. NotSupported when the recorded row declines the facts, when a knob is outside
 // the row's domain or contradicts a pin, or when the engine's launch limits are exceeded (each message names the

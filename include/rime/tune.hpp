@@ -1,0 +1,59 @@
+// Tuning (`rime tune`): time every configuration the capability rows accept for a graph on this GPU and record the
+// fastest in the plan cache, keyed by the graph's shape class, the GPU, its driver and this rime version, so that
+// later plans of the same shape class on the same setup use it (PlanOptions::use_tuned).
+//
+//   rime::Result<rime::TuneReport> r = rime::tune(graph);        // times the candidates, records the winner
+//   rime::Result<rime::Plan> plan = rime::Plan::build(graph);    // uses it; plan->explain() says so
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rime/graph.hpp"
+#include "rime/status.hpp"
+
+namespace rime {
+
+struct TuneOptions {
+  // The GPU to tune on (a CUDA ordinal); absent: the current context's GPU, else GPU 0. Tuning needs a GPU.
+  std::optional<int> device_ordinal;
+  // Timed executes per candidate after two warm-up ones; the median is the candidate's time.
+  int iterations = 20;
+  // Record the fastest candidate in the plan cache (false: only time and report).
+  bool record = true;
+  // Called before each candidate is timed with a line ("[3/12] sdpa_sm90_fp8 64x128 x1 split 16"), and after with
+  // its time; for progress output.
+  std::function<void(const std::string&)> progress;
+};
+
+struct TuneCandidate {
+  std::string row;
+  TileShape tile;
+  int consumer_warpgroups = 0;
+  int split_kv = 1;
+  double ms = 0;           // median time of one execute; 0 when it failed
+  bool heuristic = false;  // the heuristics' own choice
+  std::string error;       // why it could not be built or run (it is then not a winner)
+};
+
+struct TuneReport {
+  std::vector<TuneCandidate> candidates;  // in the order timed; the heuristics' choice first
+  size_t winner = 0;                      // index of the fastest
+  double heuristic_ms = 0, winner_ms = 0;
+  std::string device;                     // the GPU's name
+  std::string key;                        // the tuning key (sha256 hex) the choice is recorded under
+  bool recorded = false;
+};
+
+// The inputs are made on the GPU for timing only: Q, K and V uniform in their dtype's range, scales 1, every
+// per-sequence length the graph's maximum (so a paged or ragged graph is tuned for full sequences), page tables
+// addressing distinct pages. InvalidArgument for a graph that pins split_kv or tile (nothing to tune), CudaError
+// without a GPU.
+Result<TuneReport> tune(const Graph& graph, const TuneOptions& options = {});
+
+// Removes every tuned choice from the plan cache; returns how many.
+Result<int> clear_tuned();
+
+}  // namespace rime

@@ -1,0 +1,61 @@
+// Internal: tuned choices in the plan cache (include/rime/tune.hpp). A choice is recorded under a key of the graph's
+// shape class (its canonical JSON without its name, the op's name and the knobs), the device (name, SMs, arch), the
+// driver version and the rime version, so that another GPU, driver or rime never reads it. Plan::build and
+// rime::explain look it up (PlanOptions::use_tuned) and use it only where derive() accepts it, as any decision.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "rime/device.hpp"
+#include "rime/graph.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/inspect/facts.hpp"
+#include "rime/status.hpp"
+
+namespace rime::tuned {
+
+struct Choice {
+  Decision decision;            // row, tile, consumer warpgroups, split (the reasons are not kept)
+  double ms = 0;                // its median time when tuned
+  Decision heuristic;           // the heuristics' choice then, and its time
+  double heuristic_ms = 0;
+  int candidates = 0, iterations = 0;
+  std::string graph_name, shape_class, device;
+  int sm_count = 0, driver_version = 0;
+  std::string arch;
+  int64_t created = 0;  // unix seconds
+};
+
+// sha256 hex of the graph's canonical JSON without its name, the op's name and the op's knobs.
+std::string shape_class(const Graph& graph);
+// The key a choice is recorded under; driver_version 0 for a device described rather than queried.
+std::string key(const std::string& shape_class, const DeviceDesc& device, int driver_version);
+// The CUDA driver's version (cuDriverGetVersion), 0 without a driver.
+int driver_version();
+
+nlohmann::json to_json(const Choice& c, const std::string& key);
+Result<Choice> from_json(const std::string& text);
+// "sdpa_sm90_fp8 64x128 x1 split 16" (consumers left out for engines without them).
+std::string describe(const Decision& d);
+
+// Records (replacing) the choice for `key` in the plan cache; CacheCorrupt / InvalidArgument when the disk cache is
+// disabled or unwritable.
+Status record(const std::string& key, const Choice& choice);
+std::optional<Choice> find(const std::string& key);
+
+// The configuration a tuned choice gives the facts, with the explanation's line about it: a config when one is
+// recorded for (graph, device) and the rows accept it; no config, and a line saying why, when one is recorded and
+// declined; neither when none is recorded (or the graph pins a knob).
+struct Lookup {
+  std::optional<Config> config;
+  std::string line;
+};
+Lookup lookup(const Graph& graph, const Facts& facts, bool device_queried);
+
+// Removes every tuned choice; 0 when the disk cache is not in use.
+Result<int> clear();
+
+}  // namespace rime::tuned

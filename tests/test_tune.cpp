@@ -1,0 +1,129 @@
+// Tuned choices (include/rime/tune.hpp, src/plan/tuned.hpp) without a GPU: a choice recorded for a described device
+// is used by Plan::build and rime::explain for graphs of its shape class on that device, said in the explanation,
+// listed by the cache and cleared; a choice the rows decline is not used and the explanation says why. Timing the
+// candidates (rime::tune) needs a GPU: tests/gpu and the Python GPU tests run it.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "cache/disk_cache.hpp"
+#include "catch.hpp"
+#include "plan/tuned.hpp"
+#include "rime/json.hpp"
+#include "rime/plan.hpp"
+#include "rime/tune.hpp"
+#include "test_paths.hpp"
+
+using namespace rime;
+using json = nlohmann::json;
+
+namespace {
+
+// examples/fp8_decode_gqa.json with 4096 keys instead of 8192 and the given name: a shape class no other test plans
+// (the tests share one cache directory).
+Graph decode_graph(const std::string& name, int64_t keys = 4096) {
+  json doc = json::parse(test::read_text(test::example_path("fp8_decode_gqa")));
+  doc["name"] = name;
+  for (json& t : doc["tensors"])
+    if (t["name"] == "K" || t["name"] == "V") {
+      t["dims"][2] = keys;
+      t.erase("strides");
+    }
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  return g.value();
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a tuned choice is used, explained, listed and cleared", "[tune]") {
+  const DeviceDesc h200 = DeviceDesc::h200();
+  PlanOptions options;
+  options.device = h200;
+  const Graph g = decode_graph("tuned_decode");
+  REQUIRE(clear_tuned().ok());
+  Result<Plan> heuristic = Plan::build(g, options);
+  REQUIRE(heuristic.ok());
+  const Decision chosen = heuristic->config().decision;
+  CHECK(chosen.tuned.empty());
+
+  // What `rime tune` records: another split of the same row and tile, faster than the heuristics' choice.
+  tuned::Choice c;
+  c.decision = chosen;
+  c.decision.split_kv = chosen.split_kv == 8 ? 4 : 8;
+  c.ms = 0.010;
+  c.heuristic = chosen;
+  c.heuristic_ms = 0.012;
+  c.candidates = 12;
+  c.iterations = 20;
+  c.graph_name = g.name();
+  c.shape_class = tuned::shape_class(g);
+  c.device = h200.name;
+  c.sm_count = h200.sm_count;
+  c.arch = h200.arch_name();
+  const std::string key = tuned::key(c.shape_class, h200, 0);  // a described device: driver 0
+  REQUIRE(tuned::record(key, c).ok());
+
+  Result<Plan> tuned_plan = Plan::build(g, options);
+  REQUIRE(tuned_plan.ok());
+  CHECK(tuned_plan->config().decision.split_kv == c.decision.split_kv);
+  const std::string line = "tuned     tuned " + tuned::describe(c.decision) +
+                           " on NVIDIA H200: 0.0100 ms against the heuristics' " + tuned::describe(chosen) +
+                           " at 0.0120 ms, 12 candidates (1.20x the heuristics' speed";
+  CHECK(has(tuned_plan->explain().text, line));
+  Result<Explanation> explained = explain(g, options);
+  REQUIRE(explained.ok());
+  CHECK(has(explained->text, line));
+  CHECK(json::parse(explained->json)["tuned"].get<std::string>().rfind("tuned ", 0) == 0);
+  // The shape class leaves the name out: the same shapes under another name use it; other shapes do not.
+  CHECK(Plan::build(decode_graph("renamed"), options)->config().decision.split_kv == c.decision.split_kv);
+  CHECK(Plan::build(decode_graph("longer", 8192), options)->config().decision.tuned.empty());
+  // Another device (SM count) or the option off: the heuristics.
+  PlanOptions off = options;
+  off.use_tuned = false;
+  CHECK(Plan::build(g, off)->config().decision.split_kv == chosen.split_kv);
+  PlanOptions other = options;
+  other.device->sm_count = 114;
+  CHECK(Plan::build(g, other)->config().decision.tuned.empty());
+
+  // Listed by the cache, by the name its key gives.
+  const cache::DiskCache* disk = cache::settings().cache.get();
+  REQUIRE(disk);
+  bool listed = false;
+  for (const auto& t : disk->list_tuned()) listed |= t.name == cache::DiskCache::tuned_name(key) && has(t.text, "\"ms\"");
+  CHECK(listed);
+
+  // A recorded choice the rows decline (a tile no row lists) is not used; the explanation says why.
+  tuned::Choice bad = c;
+  bad.decision.tile = {16, 16};
+  REQUIRE(tuned::record(key, bad).ok());
+  Result<Plan> declined = Plan::build(g, options);
+  REQUIRE(declined.ok());
+  CHECK(declined->config().decision.split_kv == chosen.split_kv);
+  CHECK(has(declined->explain().text, "tuned     declined (row sdpa_sm90_fp8: tile 16x16"));
+
+  // Cleared: the heuristics again, and no line.
+  Result<int> cleared = clear_tuned();
+  REQUIRE(cleared.ok());
+  CHECK(cleared.value() >= 1);
+  Result<Plan> after = Plan::build(g, options);
+  REQUIRE(after.ok());
+  CHECK(after->config().decision.split_kv == chosen.split_kv);
+  CHECK(!has(after->explain().text, "tuned "));
+}
+
+TEST_CASE("tune refuses a graph that pins its knobs, and iterations below 1", "[tune]") {
+  json doc = json::parse(test::read_text(test::example_path("fp8_decode_gqa")));
+  doc["op"]["knobs"] = {{"split_kv", 2}};
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE(g.ok());
+  Result<TuneReport> r = tune(g.value());
+  REQUIRE(!r.ok());
+  CHECK(r.status().code() == StatusCode::InvalidArgument);
+  CHECK(has(r.status().message(), "pins split_kv or tile"));
+  TuneOptions zero;
+  zero.iterations = 0;
+  CHECK(tune(decode_graph("zero"), zero).status().code() == StatusCode::InvalidArgument);
+}
