@@ -34,7 +34,8 @@ struct TileGeometry {
   // CTAs one SM holds at once where the engine's launch bounds say (its kernels' registers per thread); 0: the
   // heuristics derive it from threads and shared memory, assuming the 255-register worst case.
   int ctas_per_sm = 0;
-  // CTAs per SM that the split-KV model counts in one wave, where fewer than ctas_per_sm add throughput; 0: ctas_per_sm.
+  // CTAs per SM that the split-KV model counts in one wave, where fewer than ctas_per_sm add throughput;
+  // 0: ctas_per_sm.
   int split_ctas_per_sm = 0;
 };
 

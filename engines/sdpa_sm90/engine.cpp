@@ -44,9 +44,10 @@ std::optional<RowTile> row_tile(const Facts& f, const CapabilityRow& row, int n)
 // Rows of one consumer warpgroup: of three consumers, a warpgroup whose rows all lie past the graph's rows skips the
 // tile, and under a causal mask each walks only the KV tiles up to its own rows' diagonal (ghost turns,
 // consumer.cuh), so the cost models count a 192-row tile by its live warpgroups; two consumers run their padding
-// rows and the CTA's whole diagonal (their code predates ghost turns), so a 128-row tile counts whole. Measured on the H200
-// (docs/bench/oracle/h200.csv): S 512 (a 192-row grid of 192 + 192 + 128 live rows) runs three consumers 0.92x the
-// time of two at FP8 D 128 causal and 0.91x at BF16 D 128, where counting the whole 192 rows had chosen two.
+// rows and the CTA's whole diagonal (their code predates ghost turns), so a 128-row tile counts whole. Measured on
+// the H200 (docs/bench/oracle/h200.csv): at S 512 (192-row tiles of 192 + 192 + 128 live rows) three consumers take
+// 0.88x the time of two at FP8 D 128 causal, 0.89x at BF16 D 128 causal and 0.91x without the mask, where counting
+// whole 192-row tiles had chosen two.
 constexpr int kConsumerRows = 64;
 
 struct ConsumerChoice {

@@ -738,7 +738,8 @@ namespace {
 // <16 lowercase hex digits>.json: a tuned choice's file (tuned_name).
 bool is_tuned_name(const std::string& n) {
   if (n.size() != 21 || n.compare(16, 5, ".json") != 0) return false;
-  return std::all_of(n.begin(), n.begin() + 16, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return std::all_of(n.begin(), n.begin() + 16,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // tuned/ below the cache directory, created (0700) when `create`; -1 when it is missing or not a real directory.

@@ -66,12 +66,16 @@ std::string key(const std::string& shape_class, const DeviceDesc& device, int dr
 }
 
 int driver_version() {
-  void* lib = driver::library();
-  if (!lib) return 0;
-  using Fn = CUresult (*)(int*);
-  auto fn = reinterpret_cast<Fn>(dlsym(lib, "cuDriverGetVersion"));
-  int v = 0;
-  return fn && fn(&v) == CUDA_SUCCESS ? v : 0;
+  // Asked once per process: every plan with use_tuned keys its lookup by it.
+  static const int version = [] {
+    void* lib = driver::library();
+    if (!lib) return 0;
+    using Fn = CUresult (*)(int*);
+    auto fn = reinterpret_cast<Fn>(dlsym(lib, "cuDriverGetVersion"));
+    int v = 0;
+    return fn && fn(&v) == CUDA_SUCCESS ? v : 0;
+  }();
+  return version;
 }
 
 std::string describe(const Decision& d) {
