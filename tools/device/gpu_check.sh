@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch).
 # Every step runs under a time limit of its own, so that a hang costs its limit and not the session.
-#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|oracle]...
+#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|python]...
 #   build      configure and build here (16 cores: ~1 minute from a bare checkout), into build/
 #   smoke      `rime run` of every example and the D 256 bench graphs
 #   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
@@ -11,8 +11,7 @@
 #              check over the union of the cases
 #   memcheck   compute-sanitizer memcheck on a few draws of every suite; racecheck / synccheck on the
 #              warp-specialized kernel's draws and the ragged draws planned on it
-#   bench ab overhead oracle   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's
-#              cost, the split oracle)
+#   bench ab overhead   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's cost)
 #   heuristics the heuristics' oracle (tools/bench/oracle.cpp) into OUTDIR/oracle.csv: RIME_COMMIT=SHA (the tree's
 #              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`),
 #              RIME_ORACLE_TIMEOUT its limit in seconds (560)
@@ -109,8 +108,6 @@ for step in $steps; do
       "$bin/rime" cache ls | grep -E "^tuned/|tuned choices" | tee -a "$out/tune.log"
       "$bin/rime" cache clear --tuned | tee -a "$out/tune.log"
       export RIME_CACHE_DIR=$root/.carry/cache ;;
-    oracle) timeout 300 "$root/tools/bench/split_oracle.sh" "$bin/rime" "$root"/tools/bench/graphs/*decode*.json \
-              "$root/examples/fp8_decode_gqa.json" 2>&1 | tee "$out/split_oracle.csv" ;;
     python)
       t0=$SECONDS
       # Beside the image's Python (itself an environment with torch: a venv over it would not see its packages).
