@@ -76,20 +76,11 @@ int warm(const Options& opts) {
   Result<DeviceChoice> dev = choose_device(device_opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, "cache warm");
   nlohmann::json out = nlohmann::json::array();
-  int rc = kExitOk;
-  for (const std::string& file : opts.files) {
-    Result<Graph> g = load_graph_file(file, false);
-    if (!g.ok()) {
-      rc = report_failure(g.status(), opts, file);
-      continue;
-    }
+  const int rc = for_each_graph_file(opts, [&](const std::string& file, const Graph& g) {
     const auto t0 = std::chrono::steady_clock::now();
-    Result<Plan> plan = Plan::build(g.value(), PlanOptions{dev->device});
+    Result<Plan> plan = Plan::build(g, PlanOptions{dev->device});
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!plan.ok()) {
-      rc = report_failure(plan.status(), opts, file);
-      continue;
-    }
+    if (!plan.ok()) return report_failure(plan.status(), opts, file);
     for (const KernelInfo& k : plan->kernels()) {
       if (opts.json)
         out.push_back({{"file", file}, {"engine", k.engine}, {"kernel", k.name_expression}, {"digest", k.key.substr(0, 16)},
@@ -98,7 +89,8 @@ int warm(const Options& opts) {
         fmt::print("{}: {} {} digest {} {} ({:.0f} ms{})\n", file, k.arch, k.name_expression, k.key.substr(0, 16),
                    k.origin, k.origin == "compiled" ? k.compile_ms : ms, k.origin == "compiled" ? "" : " to plan");
     }
-  }
+    return static_cast<int>(kExitOk);
+  });
   if (opts.json) print_json(out);
   return rc;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <string>
@@ -71,6 +72,9 @@ struct LoadedGraph {
 };
 Result<LoadedGraph> load_graph(const Options& opts);
 std::string source_of(const Options& opts);
+// Each of opts.files parsed and handed to fn(file, graph), which returns an exit code; a file that does not parse is
+// reported and the others still run. The last failure's exit code, or kExitOk (`rime tune`, `rime cache warm`).
+int for_each_graph_file(const Options& opts, const std::function<int(const std::string&, const Graph&)>& fn);
 
 // Prints a failed status in the requested form and returns its exit code.
 int report_failure(const Status& status, const Options& opts, const std::string& source);

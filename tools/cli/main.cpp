@@ -256,6 +256,16 @@ Result<LoadedGraph> load_graph(const Options& opts) {
   return out;
 }
 
+int for_each_graph_file(const Options& opts, const std::function<int(const std::string&, const Graph&)>& fn) {
+  int rc = kExitOk;
+  for (const std::string& file : opts.files) {
+    Result<Graph> g = load_graph_file(file, false);
+    const int code = g.ok() ? fn(file, g.value()) : report_failure(g.status(), opts, file);
+    if (code != kExitOk) rc = code;
+  }
+  return rc;
+}
+
 int report_failure(const Status& status, const Options& opts, const std::string& source) {
   if (opts.json) {
     nlohmann::json j{{"ok", false},

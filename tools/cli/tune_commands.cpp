@@ -20,22 +20,13 @@ std::string describe(const TuneCandidate& c) {
 
 int cmd_tune(const Options& opts) {
   nlohmann::json out = nlohmann::json::array();
-  int rc = kExitOk;
-  for (const std::string& file : opts.files) {
-    Result<Graph> g = load_graph_file(file, false);
-    if (!g.ok()) {
-      rc = report_failure(g.status(), opts, file);
-      continue;
-    }
+  const int rc = for_each_graph_file(opts, [&](const std::string& file, const Graph& g) {
     TuneOptions t;
     t.iterations = opts.iterations;
     t.record = !opts.no_record;
     t.progress = [&file](const std::string& line) { fmt::print(stderr, "{}: {}\n", file, line); };
-    Result<TuneReport> r = tune(g.value(), t);
-    if (!r.ok()) {
-      rc = report_failure(r.status(), opts, file);
-      continue;
-    }
+    Result<TuneReport> r = tune(g, t);
+    if (!r.ok()) return report_failure(r.status(), opts, file);
     const TuneCandidate& w = r->candidates[r->winner];
     const TuneCandidate& h = r->candidates[0];
     if (opts.json) {
@@ -45,13 +36,14 @@ int cmd_tune(const Options& opts) {
       out.push_back({{"file", file}, {"device", r->device}, {"winner", describe(w)}, {"winner_ms", r->winner_ms},
                      {"heuristic", describe(h)}, {"heuristic_ms", r->heuristic_ms}, {"recorded", r->recorded},
                      {"key", r->key}, {"candidates", cands}});
-      continue;
+      return static_cast<int>(kExitOk);
     }
     fmt::print("{}: {} candidates on {}; fastest {} {:.4f} ms, the heuristics' {} {:.4f} ms ({:.3f}x){}\n", file,
                r->candidates.size(), r->device, describe(w), r->winner_ms, describe(h), r->heuristic_ms,
                r->winner_ms > 0 ? r->heuristic_ms / r->winner_ms : 1.0,
                r->recorded ? fmt::format("; recorded as tuned/{}.json", r->key.substr(0, 16)) : "");
-  }
+    return static_cast<int>(kExitOk);
+  });
   if (opts.json) fmt::print("{}\n", out.dump(2));
   return rc;
 }
