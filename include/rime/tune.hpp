@@ -48,7 +48,7 @@ struct TuneReport {
 };
 
 // The inputs are made for timing only, in device memory tune() allocates and frees: Q, K and V of magnitudes
-// 1/8 .. 1 with random signs and mantissas, scales 1, every per-sequence length the graph's maximum (so a paged or
+// 1/8 .. 4 with random signs and mantissas, scales 1, every per-sequence length the graph's maximum (so a paged or
 // ragged graph is tuned for full sequences), page tables addressing distinct pages. InvalidArgument for a graph that pins split_kv or tile (nothing to tune), CudaError
 // without a GPU.
 Result<TuneReport> tune(const Graph& graph, const TuneOptions& options = {});
