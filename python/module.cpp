@@ -762,14 +762,15 @@ NB_MODULE(_rime, m) {
         }
         const rime::TuneReport rep = take(std::move(r));
         nb::list candidates;
-        for (const rime::TuneCandidate& c : rep.candidates) {
+        for (size_t i = 0; i < rep.candidates.size(); ++i) {
+          const rime::TuneCandidate& c = rep.candidates[i];
           nb::dict d;
-          d["row"] = c.row;
-          d["tile"] = nb::make_tuple(c.tile.q, c.tile.kv);
-          d["consumer_warpgroups"] = c.consumer_warpgroups;
-          d["split_kv"] = c.split_kv;
+          d["row"] = c.decision.row_id;
+          d["tile"] = nb::make_tuple(c.decision.tile.q, c.decision.tile.kv);
+          d["consumer_warpgroups"] = c.decision.consumer_warpgroups;
+          d["split_kv"] = c.decision.split_kv;
           d["ms"] = c.ms;
-          d["heuristic"] = c.heuristic;
+          d["heuristic"] = i == 0;
           d["error"] = c.error;
           candidates.append(d);
         }
@@ -778,8 +779,8 @@ NB_MODULE(_rime, m) {
         out["key"] = rep.key;
         out["recorded"] = rep.recorded;
         out["winner"] = candidates[rep.winner];
-        out["winner_ms"] = rep.winner_ms;
-        out["heuristic_ms"] = rep.heuristic_ms;
+        out["winner_ms"] = rep.candidates[rep.winner].ms;
+        out["heuristic_ms"] = rep.candidates[0].ms;
         out["candidates"] = candidates;
         return out;
       },

@@ -4,6 +4,11 @@
 // candidates (rime::tune) needs a GPU: tests/gpu and the Python GPU tests run it.
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "cache/disk_cache.hpp"
@@ -64,7 +69,8 @@ TEST_CASE("a tuned choice is used, explained, listed and cleared", "[tune]") {
   c.sm_count = h200.sm_count;
   c.arch = h200.arch_name();
   const std::string key = tuned::key(c.shape_class, h200, 0);  // a described device: driver 0
-  REQUIRE(tuned::record(key, c).ok());
+  c.key = key;
+  REQUIRE(tuned::record(c).ok());
 
   Result<Plan> tuned_plan = Plan::build(g, options);
   REQUIRE(tuned_plan.ok());
@@ -98,11 +104,25 @@ TEST_CASE("a tuned choice is used, explained, listed and cleared", "[tune]") {
   // A recorded choice the rows decline (a tile no row lists) is not used; the explanation says why.
   tuned::Choice bad = c;
   bad.decision.tile = {16, 16};
-  REQUIRE(tuned::record(key, bad).ok());
+  REQUIRE(tuned::record(bad).ok());
   Result<Plan> declined = Plan::build(g, options);
   REQUIRE(declined.ok());
   CHECK(declined->config().decision.split_kv == chosen.split_kv);
   CHECK(has(declined->explain().text, "tuned     declined (row sdpa_sm90_fp8: tile 16x16"));
+
+  // A bad document, or one recorded under another key, is a miss: the heuristics, and no line.
+  const std::string path = disk->dir() + "/tuned/" + cache::DiskCache::tuned_name(key);
+  auto plans_untuned = [&] {
+    Result<Plan> p = Plan::build(g, options);
+    REQUIRE(p.ok());
+    return p->config().decision.split_kv == chosen.split_kv && !has(p->explain().text, "tuned ");
+  };
+  std::ofstream(path, std::ios::trunc) << "{\"rime_tuned\": 1, \"key\": ";
+  CHECK(plans_untuned());
+  tuned::Choice misfiled = c;
+  misfiled.key = std::string(64, 'f');
+  std::ofstream(path, std::ios::trunc) << tuned::to_json(misfiled).dump();
+  CHECK(plans_untuned());
 
   // Cleared: the heuristics again, and no line.
   Result<int> cleared = clear_tuned();
@@ -112,6 +132,47 @@ TEST_CASE("a tuned choice is used, explained, listed and cleared", "[tune]") {
   REQUIRE(after.ok());
   CHECK(after->config().decision.split_kv == chosen.split_kv);
   CHECK(!has(after->explain().text, "tuned "));
+}
+
+TEST_CASE("a symlink or directory holding a tuned choice's name is never replaced, read through or removed",
+          "[tune][cache]") {
+  const cache::DiskCache* disk = cache::settings().cache.get();
+  REQUIRE(disk);
+  const Graph g = decode_graph("tuned_symlink", 2048);
+  const DeviceDesc h200 = DeviceDesc::h200();
+  PlanOptions options;
+  options.device = h200;
+  Result<Plan> heuristic = Plan::build(g, options);
+  REQUIRE(heuristic.ok());
+  tuned::Choice c;
+  c.key = tuned::key(tuned::shape_class(g), h200, 0);
+  c.decision = c.heuristic = heuristic->config().decision;
+  c.decision.split_kv = c.decision.split_kv == 8 ? 4 : 8;
+  c.ms = 0.01;
+  c.heuristic_ms = 0.02;
+  REQUIRE(tuned::record(c).ok());  // creates tuned/
+  const std::string name = disk->dir() + "/tuned/" + cache::DiskCache::tuned_name(c.key);
+  // A user's file outside, and a symlink to it under the choice's name.
+  const std::string outside = disk->dir() + "/../rime_tune_outside.json";
+  std::ofstream(outside, std::ios::trunc) << tuned::to_json(c).dump();
+  REQUIRE(std::remove(name.c_str()) == 0);
+  REQUIRE(::symlink(outside.c_str(), name.c_str()) == 0);
+  CHECK(!tuned::record(c).ok());                                // not replaced
+  CHECK(Plan::build(g, options)->config().decision.tuned.empty());  // not read through
+  REQUIRE(clear_tuned().ok());
+  struct stat st {};
+  CHECK(::lstat(name.c_str(), &st) == 0);  // not removed
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK(test::read_text(outside).find("\"ms\"") != std::string::npos);  // the file it points to is intact
+  std::remove(name.c_str());
+  std::remove(outside.c_str());
+  // A directory under the name: the same.
+  REQUIRE(::mkdir(name.c_str(), 0700) == 0);
+  CHECK(!tuned::record(c).ok());
+  REQUIRE(clear_tuned().ok());
+  CHECK(::lstat(name.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  ::rmdir(name.c_str());
 }
 
 TEST_CASE("tune refuses a graph that pins its knobs, and iterations below 1", "[tune]") {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rime/graph.hpp"
+#include "rime/inspect/config.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
@@ -29,19 +30,14 @@ struct TuneOptions {
 };
 
 struct TuneCandidate {
-  std::string row;
-  TileShape tile;
-  int consumer_warpgroups = 0;
-  int split_kv = 1;
-  double ms = 0;           // median time of one execute; 0 when it failed
-  bool heuristic = false;  // the heuristics' own choice
-  std::string error;       // why it could not be built or run (it is then not a winner)
+  Decision decision;  // row, tile, consumer warpgroups, split (the heuristics' own with its reasons)
+  double ms = 0;      // median time of one execute; 0 when it failed
+  std::string error;  // why it could not be built or run (it is then not a winner)
 };
 
 struct TuneReport {
-  std::vector<TuneCandidate> candidates;  // in the order timed; the heuristics' choice first
+  std::vector<TuneCandidate> candidates;  // in the order timed; candidates[0] is the heuristics' choice
   size_t winner = 0;                      // index of the fastest
-  double heuristic_ms = 0, winner_ms = 0;
   std::string device;                     // the GPU's name
   std::string key;                        // the tuning key (sha256 hex) the choice is recorded under
   bool recorded = false;
@@ -49,8 +45,8 @@ struct TuneReport {
 
 // The inputs are made for timing only, in device memory tune() allocates and frees: Q, K and V of magnitudes
 // 1/8 .. 4 with random signs and mantissas, scales 1, every per-sequence length the graph's maximum (so a paged or
-// ragged graph is tuned for full sequences), page tables addressing distinct pages. InvalidArgument for a graph that pins split_kv or tile (nothing to tune), CudaError
-// without a GPU.
+// ragged graph is tuned for full sequences), page tables addressing distinct pages. InvalidArgument for a graph
+// that pins split_kv or tile (nothing to tune), CudaError without a GPU.
 Result<TuneReport> tune(const Graph& graph, const TuneOptions& options = {});
 
 // Removes every tuned choice from the plan cache; returns how many.

@@ -742,6 +742,13 @@ bool is_tuned_name(const std::string& n) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// .tmp-<tuned name>-<suffix>: store_tuned's temp file.
+bool is_tuned_temp_name(const std::string& n) {
+  const size_t dash = n.rfind('-');
+  return n.rfind(".tmp-", 0) == 0 && dash != std::string::npos && dash > 5 && dash + 1 < n.size() &&
+         is_tuned_name(n.substr(5, dash - 5));
+}
+
 // tuned/ below the cache directory, created (0700) when `create`; -1 when it is missing or not a real directory.
 int open_tuned_dir(int cache_fd, bool create) {
   if (create) ::mkdirat(cache_fd, kTuned, 0700);
@@ -755,8 +762,13 @@ Status DiskCache::store_tuned(const std::string& key, const std::string& text) c
   Fd dir(open_tuned_dir(fd(), true));
   if (!dir.ok())
     return Status(StatusCode::CacheCorrupt, fmt::format("cannot open {}/{}/: {}", dir_, kTuned, std::strerror(errno)));
-  const std::string temp = ".tmp-" + name + "-" + random_suffix();
   const std::string shown = fmt::format("{}/{}/{}", dir_, kTuned, name);
+  // A thing other than a regular file under the name (a symlink, a directory) is not rime's: it is never replaced.
+  struct stat st {};
+  if (::fstatat(dir.fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    return Status(StatusCode::CacheCorrupt,
+                  fmt::format("{} is not a file rime wrote; it is left alone and the choice is not recorded", shown));
+  const std::string temp = ".tmp-" + name + "-" + random_suffix();
   Status written = write_file_synced_at(dir.fd, temp.c_str(), text, shown);
   if (written.ok() && ::renameat(dir.fd, temp.c_str(), dir.fd, name.c_str()) != 0)
     written = Status(StatusCode::CacheCorrupt, fmt::format("cannot publish {}: {}", shown, std::strerror(errno)));
@@ -795,9 +807,11 @@ Result<int> DiskCache::clear_tuned() const {
   int removed = 0;
   for (const std::string& n : names_in(dir.fd)) {
     struct stat st {};
-    if (!is_tuned_name(n) || ::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+    const bool temp = is_tuned_temp_name(n);  // a killed store's; a live one's is younger than kStaleTempSeconds
+    if ((!is_tuned_name(n) && !temp) || ::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || (temp && now_seconds() - st.st_mtime < kStaleTempSeconds))
       continue;
-    if (::unlinkat(dir.fd, n.c_str(), 0) == 0) ++removed;
+    if (::unlinkat(dir.fd, n.c_str(), 0) == 0 && !temp) ++removed;
   }
   return removed;
 }

@@ -150,10 +150,11 @@ class DiskCache {
   };
   Stats stats() const;
 
-  // Tuned choices (`rime tune`, src/tune/tuned.hpp): one JSON document per tuning key in the directory tuned/, named
-  // <key16>.json, published by writing a temp name in tuned/ and renaming it into place. Only names of that form are
-  // read or removed there; anything else in tuned/ is left alone. list(), verify(), prune() and clear() never touch
-  // tuned/; clear_tuned() empties it.
+  // Tuned choices (`rime tune`, src/plan/tuned.hpp): one JSON document per tuning key in the directory tuned/ (never
+  // through a symlink), named <key16>.json, published by writing `.tmp-<key16>.json-<suffix>` there and renaming it
+  // into place. Only regular files of those names are read or removed; a symlink or directory holding a choice's name
+  // is never replaced (store_tuned refuses), and anything else in tuned/ is left alone. list(), verify(), prune() and
+  // clear() never touch tuned/; clear_tuned() removes the choices and stale temps.
   struct TunedFile {
     std::string name, path;  // <key16>.json
     std::string text;        // the document (empty when unreadable)

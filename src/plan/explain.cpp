@@ -133,16 +133,6 @@ Explanation explanation_of(const ExplanationParts& parts) {
   return out;
 }
 
-Result<Config> choose_or_tuned(const Graph& graph, const Facts& facts, const std::vector<RowVerdict>& verdicts,
-                               bool use_tuned, bool device_queried, std::string& tuned_line) {
-  if (use_tuned) {
-    tuned::Lookup t = tuned::lookup(graph, facts, device_queried);
-    tuned_line = t.line;
-    if (t.config) return *t.config;
-  }
-  return choose(facts, verdicts);
-}
-
 Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   const Result<DeviceResolution> device = resolve_device(options);
   if (!device.ok()) return device.status();
@@ -151,7 +141,7 @@ Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   const std::vector<RowVerdict> verdicts = match(facts.value());
   std::string tuned_line;
   Result<Config> config =
-      choose_or_tuned(graph, facts.value(), verdicts, options.use_tuned, device->queried, tuned_line);
+      tuned::choose(graph, facts.value(), verdicts, options.use_tuned, device->queried, tuned_line);
   const ExplanationParts parts{graph,          facts.value(), verdicts, config.ok() ? &config.value() : nullptr,
                                device->source, tuned_line};
   Explanation out = explanation_of(parts);

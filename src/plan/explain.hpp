@@ -25,10 +25,6 @@ struct ExplanationParts {
   std::string device_source;
   std::string tuned;  // the tuned choice's line (src/plan/tuned.hpp, Lookup::line), empty when none is recorded
 };
-// The configuration for the facts: a tuned choice where one is recorded, the rows accept it and `use_tuned`, else
-// choose()'s; `tuned_line` gets the explanation's line about a recorded choice (used or declined).
-Result<Config> choose_or_tuned(const Graph& graph, const Facts& facts, const std::vector<RowVerdict>& verdicts,
-                               bool use_tuned, bool device_queried, std::string& tuned_line);
 // The text `rime plan --explain` prints.
 std::string explanation_text(const ExplanationParts& parts);
 // The same as JSON fields (`rime plan --json`): graph, device_source, facts, rows, decision, derived.

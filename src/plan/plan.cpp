@@ -16,6 +16,7 @@
 #include "plan/bindings.hpp"
 #include "plan/facts_json.hpp"
 #include "plan/index_check.hpp"
+#include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
 #include "runtime/driver.hpp"
@@ -126,7 +127,7 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   if (!facts.ok()) return facts.status();
   s.facts = facts.value();
   Result<Config> config =
-      choose_or_tuned(graph, s.facts, match(s.facts), options.use_tuned, resolved->queried, s.tuned_line);
+      tuned::choose(graph, s.facts, match(s.facts), options.use_tuned, resolved->queried, s.tuned_line);
   if (!config.ok()) return config.status();
   s.config = config.value();
   RIME_RETURN_IF_ERROR(find_engine(s));

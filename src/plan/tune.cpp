@@ -228,16 +228,6 @@ bool same(const Decision& a, const Decision& b) {
          a.split_kv == b.split_kv;
 }
 
-TuneCandidate candidate_of(const Decision& d, bool heuristic) {
-  TuneCandidate c;
-  c.row = d.row_id;
-  c.tile = d.tile;
-  c.consumer_warpgroups = d.consumer_warpgroups;
-  c.split_kv = d.split_kv;
-  c.heuristic = heuristic;
-  return c;
-}
-
 }  // namespace
 
 Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
@@ -293,11 +283,12 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
   TuneReport report;
   report.device = f.device.name;
   const size_t total = todo.size() + 1;
-  auto run = [&](const Plan* p, const Status& built, const Decision& d, bool is_heuristic) {
-    TuneCandidate c = candidate_of(d, is_heuristic);
+  auto run = [&](const Plan* p, const Status& built, const Decision& d) {
+    TuneCandidate c;
+    c.decision = d;
     if (options.progress)
       options.progress(fmt::format("[{}/{}] {}{}", report.candidates.size() + 1, total, tuned::describe(d),
-                                   is_heuristic ? " (the heuristics' choice)" : ""));
+                                   report.candidates.empty() ? " (the heuristics' choice)" : ""));
     Result<double> ms = p ? time_plan(*p, inputs, ws, options.iterations) : Result<double>(built);
     if (ms.ok()) {
       c.ms = ms.value();
@@ -308,7 +299,7 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
     }
     report.candidates.push_back(c);
   };
-  run(&heuristic.value(), Status::success(), chosen, true);
+  run(&heuristic.value(), Status::success(), chosen);
   if (!report.candidates[0].error.empty())
     return Status(StatusCode::CudaError, "tune: the heuristics' own plan failed: " + report.candidates[0].error);
   for (size_t k = 0; k < todo.size(); ++k) {
@@ -316,28 +307,22 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
     // A pinned plan whose decision is not the candidate's (it cannot happen through the rows) is not timed as it.
     if (p.ok() && !same(p->config().decision, todo[k])) {
       run(nullptr, Status(StatusCode::Internal, "the pinned plan chose " + tuned::describe(p->config().decision)),
-          todo[k], false);
+          todo[k]);
       continue;
     }
-    run(p.ok() ? &p.value() : nullptr, p.ok() ? Status::success() : p.status(), todo[k], false);
+    run(p.ok() ? &p.value() : nullptr, p.ok() ? Status::success() : p.status(), todo[k]);
   }
   for (size_t i = 0; i < report.candidates.size(); ++i) {
     const TuneCandidate& c = report.candidates[i];
     if (c.error.empty() && c.ms < report.candidates[report.winner].ms) report.winner = i;
   }
-  report.heuristic_ms = report.candidates[0].ms;
-  report.winner_ms = report.candidates[report.winner].ms;
 
   const int driver_version = tuned::driver_version();
   tuned::Choice choice;
-  const TuneCandidate& w = report.candidates[report.winner];
-  choice.decision.row_id = w.row;
-  choice.decision.tile = w.tile;
-  choice.decision.consumer_warpgroups = w.consumer_warpgroups;
-  choice.decision.split_kv = w.split_kv;
-  choice.ms = w.ms;
+  choice.decision = report.candidates[report.winner].decision;
+  choice.ms = report.candidates[report.winner].ms;
   choice.heuristic = chosen;
-  choice.heuristic_ms = report.heuristic_ms;
+  choice.heuristic_ms = report.candidates[0].ms;
   choice.candidates = static_cast<int>(report.candidates.size());
   choice.iterations = options.iterations;
   choice.graph_name = graph.name();
@@ -348,9 +333,9 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
   choice.driver_version = driver_version;
   choice.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  report.key = tuned::key(choice.shape_class, f.device, driver_version);
+  choice.key = report.key = tuned::key(choice.shape_class, f.device, driver_version);
   if (options.record) {
-    RIME_RETURN_IF_ERROR(tuned::record(report.key, choice));
+    RIME_RETURN_IF_ERROR(tuned::record(choice));
     report.recorded = true;
   }
   return report;

@@ -8,6 +8,8 @@
 #include "cache/disk_cache.hpp"
 #include "digest/sha256.hpp"
 #include "json/checked.hpp"
+#include "log/log.hpp"
+#include "plan/facts_json.hpp"
 #include "rime/json.hpp"
 #include "rime/tune.hpp"
 #include "rime/version.hpp"
@@ -18,30 +20,6 @@ namespace rime::tuned {
 namespace {
 
 constexpr int kTunedFormat = 1;
-
-nlohmann::json decision_json(const Decision& d) {
-  return {{"row", d.row_id},
-          {"tile", {d.tile.q, d.tile.kv}},
-          {"consumer_warpgroups", d.consumer_warpgroups},
-          {"split_kv", d.split_kv}};
-}
-
-Status read_decision(const nlohmann::json& j, const std::string& where, Decision& d) {
-  namespace jc = json_checked;
-  if (!j.is_object()) return Status(StatusCode::CacheCorrupt, "tuned entry: " + where + " is not an object");
-  RIME_RETURN_IF_ERROR(jc::get_string(j, "row", d.row_id, where));
-  int64_t consumers = 0, split = 0;
-  RIME_RETURN_IF_ERROR(jc::get_int(j, "consumer_warpgroups", consumers, where));
-  RIME_RETURN_IF_ERROR(jc::get_int(j, "split_kv", split, where));
-  const auto tile = j.find("tile");
-  if (tile == j.end() || !tile->is_array() || tile->size() != 2 || !(*tile)[0].is_number_integer() ||
-      !(*tile)[1].is_number_integer())
-    return Status(StatusCode::CacheCorrupt, "tuned entry: " + where + "/tile is not [q, kv]");
-  d.tile = {(*tile)[0].get<int>(), (*tile)[1].get<int>()};
-  d.consumer_warpgroups = static_cast<int>(consumers);
-  d.split_kv = static_cast<int>(split);
-  return Status::success();
-}
 
 const cache::DiskCache* disk() {
   const cache::Settings& s = cache::settings();
@@ -83,17 +61,17 @@ std::string describe(const Decision& d) {
   return fmt::format("{} {}x{}{} split {}", d.row_id, d.tile.q, d.tile.kv, consumers, d.split_kv);
 }
 
-nlohmann::json to_json(const Choice& c, const std::string& key) {
+nlohmann::json to_json(const Choice& c) {
   return {{"rime_tuned", kTunedFormat},
           {"rime_version", kVersion},
-          {"key", key},
+          {"key", c.key},
           {"graph_name", c.graph_name},
           {"shape_class", c.shape_class},
           {"device", {{"name", c.device}, {"sm_count", c.sm_count}, {"arch", c.arch},
                       {"driver_version", c.driver_version}}},
-          {"decision", decision_json(c.decision)},
+          {"decision", decision_to_json(c.decision)},
           {"ms", c.ms},
-          {"heuristic", decision_json(c.heuristic)},
+          {"heuristic", decision_to_json(c.heuristic)},
           {"heuristic_ms", c.heuristic_ms},
           {"candidates", c.candidates},
           {"iterations", c.iterations},
@@ -103,45 +81,47 @@ nlohmann::json to_json(const Choice& c, const std::string& key) {
 Result<Choice> from_json(const std::string& text) {
   namespace jc = json_checked;
   nlohmann::json j;
-  if (Status s = jc::parse_object(text, j); !s.ok()) return Status(StatusCode::CacheCorrupt, "tuned entry " + s.message());
+  RIME_RETURN_IF_ERROR(jc::parse_object(text, j, StatusCode::CacheCorrupt));
   int64_t format = 0;
   RIME_RETURN_IF_ERROR(jc::get_int(j, "rime_tuned", format, ""));
   if (format != kTunedFormat)
-    return Status(StatusCode::CacheCorrupt, fmt::format("tuned entry format {} (this rime reads {})", format, kTunedFormat));
+    return Status(StatusCode::CacheCorrupt, fmt::format("tuned choice format {} (this rime reads {})", format,
+                                                        kTunedFormat));
   Choice c;
+  RIME_RETURN_IF_ERROR(jc::get_string(j, "key", c.key, ""));
   RIME_RETURN_IF_ERROR(jc::get_string(j, "graph_name", c.graph_name, ""));
   RIME_RETURN_IF_ERROR(jc::get_string(j, "shape_class", c.shape_class, ""));
-  const nlohmann::json& dev = j.value("device", nlohmann::json::object());
-  if (!dev.is_object()) return Status(StatusCode::CacheCorrupt, "tuned entry: /device is not an object");
-  int64_t sms = 0, driver = 0, candidates = 0, iterations = 0, created = 0;
-  RIME_RETURN_IF_ERROR(jc::get_string(dev, "name", c.device, "/device"));
-  RIME_RETURN_IF_ERROR(jc::get_int(dev, "sm_count", sms, "/device"));
-  RIME_RETURN_IF_ERROR(jc::get_string(dev, "arch", c.arch, "/device"));
-  RIME_RETURN_IF_ERROR(jc::get_int(dev, "driver_version", driver, "/device"));
-  RIME_RETURN_IF_ERROR(read_decision(j.value("decision", nlohmann::json()), "/decision", c.decision));
-  RIME_RETURN_IF_ERROR(read_decision(j.value("heuristic", nlohmann::json()), "/heuristic", c.heuristic));
-  if (!j.value("ms", nlohmann::json()).is_number() || !j.value("heuristic_ms", nlohmann::json()).is_number())
-    return Status(StatusCode::CacheCorrupt, "tuned entry: /ms and /heuristic_ms must be numbers");
-  c.ms = j["ms"].get<double>();
-  c.heuristic_ms = j["heuristic_ms"].get<double>();
-  RIME_RETURN_IF_ERROR(jc::get_int(j, "candidates", candidates, ""));
-  RIME_RETURN_IF_ERROR(jc::get_int(j, "iterations", iterations, ""));
-  RIME_RETURN_IF_ERROR(jc::get_int(j, "created", created, ""));
-  c.sm_count = static_cast<int>(sms);
-  c.driver_version = static_cast<int>(driver);
-  c.candidates = static_cast<int>(candidates);
-  c.iterations = static_cast<int>(iterations);
-  c.created = created;
+  const nlohmann::json* dev = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "device", dev, ""));
+  RIME_RETURN_IF_ERROR(jc::get_string(*dev, "name", c.device, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*dev, "sm_count", c.sm_count, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_string(*dev, "arch", c.arch, "/device"));
+  RIME_RETURN_IF_ERROR(jc::get_int32(*dev, "driver_version", c.driver_version, "/device"));
+  const nlohmann::json* decision = nullptr;
+  const nlohmann::json* heuristic = nullptr;
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "decision", decision, ""));
+  RIME_RETURN_IF_ERROR(jc::get_object(j, "heuristic", heuristic, ""));
+  Result<Decision> d = decision_from_json(*decision, "/decision");
+  if (!d.ok()) return d.status();
+  Result<Decision> h = decision_from_json(*heuristic, "/heuristic");
+  if (!h.ok()) return h.status();
+  c.decision = d.value();
+  c.heuristic = h.value();
+  RIME_RETURN_IF_ERROR(jc::get_number(j, "ms", c.ms, ""));
+  RIME_RETURN_IF_ERROR(jc::get_number(j, "heuristic_ms", c.heuristic_ms, ""));
+  RIME_RETURN_IF_ERROR(jc::get_int32(j, "candidates", c.candidates, ""));
+  RIME_RETURN_IF_ERROR(jc::get_int32(j, "iterations", c.iterations, ""));
+  RIME_RETURN_IF_ERROR(jc::get_int(j, "created", c.created, ""));
   return c;
 }
 
-Status record(const std::string& k, const Choice& choice) {
+Status record(const Choice& choice) {
   const cache::DiskCache* d = disk();
   if (!d)
     return Status(StatusCode::InvalidArgument,
                   "the plan cache on disk is not in use (" + cache::settings().disabled_why +
                       "): a tuned choice is kept there");
-  return d->store_tuned(k, to_json(choice, k).dump(2) + "\n");
+  return d->store_tuned(choice.key, to_json(choice).dump(2) + "\n");
 }
 
 std::optional<Choice> find(const std::string& k) {
@@ -149,8 +129,14 @@ std::optional<Choice> find(const std::string& k) {
   if (!d) return std::nullopt;
   const std::optional<std::string> text = d->load_tuned(k);
   if (!text) return std::nullopt;
+  // A bad document, or one recorded under another key (its file copied or renamed), is a miss, as a bad kernel
+  // entry is; logged, never removed (clear_tuned does that).
   Result<Choice> c = from_json(*text);
-  if (!c.ok()) return std::nullopt;
+  if (!c.ok() || c->key != k) {
+    log::warn("tuned choice {}/tuned/{} is not used: {}", d->dir(), cache::DiskCache::tuned_name(k),
+              c.ok() ? "it was recorded under another key" : c.status().to_string());
+    return std::nullopt;
+  }
   return c.value();
 }
 
@@ -177,6 +163,16 @@ Lookup lookup(const Graph& graph, const Facts& facts, bool device_queried) {
   out.config = Config{d, derived.value()};
   out.line = d.tuned;
   return out;
+}
+
+Result<Config> choose(const Graph& graph, const Facts& facts, const std::vector<RowVerdict>& verdicts, bool use_tuned,
+                      bool device_queried, std::string& tuned_line) {
+  if (use_tuned) {
+    Lookup t = lookup(graph, facts, device_queried);
+    tuned_line = t.line;
+    if (t.config) return *t.config;
+  }
+  return rime::choose(facts, verdicts);
 }
 
 Result<int> clear() {

@@ -8,17 +8,20 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rime/device.hpp"
 #include "rime/graph.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
+#include "rime/inspect/rows.hpp"
 #include "rime/status.hpp"
 
 namespace rime::tuned {
 
 struct Choice {
-  Decision decision;            // row, tile, consumer warpgroups, split (the reasons are not kept)
+  std::string key;              // what it is recorded under (key() below)
+  Decision decision;            // row, tile, consumer warpgroups, split
   double ms = 0;                // its median time when tuned
   Decision heuristic;           // the heuristics' choice then, and its time
   double heuristic_ms = 0;
@@ -36,14 +39,17 @@ std::string key(const std::string& shape_class, const DeviceDesc& device, int dr
 // The CUDA driver's version (cuDriverGetVersion), 0 without a driver.
 int driver_version();
 
-nlohmann::json to_json(const Choice& c, const std::string& key);
+// The document of a tuned choice (decisions as plan artifacts write them, src/plan/facts_json.hpp), and back; an
+// error naming the pointer for a document that is not one.
+nlohmann::json to_json(const Choice& c);
 Result<Choice> from_json(const std::string& text);
 // "sdpa_sm90_fp8 64x128 x1 split 16" (consumers left out for engines without them).
 std::string describe(const Decision& d);
 
-// Records (replacing) the choice for `key` in the plan cache; CacheCorrupt / InvalidArgument when the disk cache is
-// disabled or unwritable.
-Status record(const std::string& key, const Choice& choice);
+// Records (replacing) the choice under choice.key in the plan cache; InvalidArgument when the disk cache is disabled,
+// CacheCorrupt when it cannot be written.
+Status record(const Choice& choice);
+// The choice recorded under `key`; a missing, bad or misfiled document is a miss.
 std::optional<Choice> find(const std::string& key);
 
 // The configuration a tuned choice gives the facts, with the explanation's line about it: a config when one is
@@ -54,6 +60,12 @@ struct Lookup {
   std::string line;
 };
 Lookup lookup(const Graph& graph, const Facts& facts, bool device_queried);
+
+// The configuration for the facts: the tuned choice where one is recorded, the rows accept it and `use_tuned`, else
+// choose()'s. `tuned_line` gets the explanation's line about a recorded choice (used or declined). Plan::build,
+// rime::explain and `rime plan` choose through it.
+Result<Config> choose(const Graph& graph, const Facts& facts, const std::vector<RowVerdict>& verdicts, bool use_tuned,
+                      bool device_queried, std::string& tuned_line);
 
 // Removes every tuned choice; 0 when the disk cache is not in use.
 Result<int> clear();

@@ -146,25 +146,15 @@ Graph graph_of(const Shape& s, std::optional<int> split, std::optional<TileShape
   return g;
 }
 
-struct Candidate {
-  Config config;
-  std::optional<int> split;
-  std::optional<TileShape> tile;
-};
-
 std::string describe(const Decision& d) {
   return fmt::format("{},{}x{},{},{}", d.row_id, d.tile.q, d.tile.kv, d.consumer_warpgroups, d.split_kv);
 }
 
-// Every decision the rows accept for the shape (tuning_candidates, what `rime tune` times), each with the knobs that
-// pin it.
-Result<std::vector<Candidate>> candidates(const Shape& s, const DeviceDesc& device) {
+// Every decision the rows accept for the shape (tuning_candidates, what `rime tune` times).
+Result<std::vector<Config>> candidates(const Shape& s, const DeviceDesc& device) {
   Result<Facts> f = analyze(graph_of(s, std::nullopt, std::nullopt), device);
   if (!f.ok()) return f.status();
-  std::vector<Candidate> out;
-  for (const Config& c : tuning_candidates(f.value()))
-    out.push_back({c, c.decision.split_kv, c.decision.tile});
-  return out;
+  return tuning_candidates(f.value());
 }
 
 [[noreturn]] void usage(const std::string& why) {
@@ -218,7 +208,7 @@ int main(int argc, char** argv) {
       const Shape& s = all[i];
       Result<Facts> f = analyze(graph_of(s, std::nullopt, std::nullopt), planned.value());
       Result<Config> h = f.ok() ? choose(f.value(), match(f.value())) : Result<Config>(f.status());
-      Result<std::vector<Candidate>> c = candidates(s, planned.value());
+      Result<std::vector<Config>> c = candidates(s, planned.value());
       if (!h.ok() || !c.ok()) {
         fmt::print(stderr, "{}: {}\n", s.name, (!h.ok() ? h.status() : c.status()).to_string());
         return 1;
@@ -253,7 +243,7 @@ int main(int argc, char** argv) {
     testing::TrialOptions timed;
     timed.check = false;
     timed.timing_iterations = iterations;
-    Result<std::vector<Candidate>> cs = candidates(s, device);
+    Result<std::vector<Config>> cs = candidates(s, device);
     if (!cs.ok()) {
       fmt::print(stderr, "{}: {}\n", s.name, cs.status().to_string());
       return 1;
@@ -272,16 +262,16 @@ int main(int argc, char** argv) {
     }
     row_of(heuristic->config().decision, h->median_ms, true);
     // The candidates' plans first, on every core (NVRTC compiles one kernel per thread), then timed one by one.
-    std::vector<Candidate> todo;
-    for (const Candidate& c : cs.value())
-      if (describe(c.config.decision) != chosen) todo.push_back(c);  // the heuristics' plan is timed above
+    std::vector<Decision> todo;
+    for (const Config& c : cs.value())
+      if (describe(c.decision) != chosen) todo.push_back(c.decision);  // the heuristics' plan is timed above
     std::vector<Result<Plan>> plans;
     const size_t workers = std::max(2u, std::thread::hardware_concurrency());
     for (size_t k = 0; k < todo.size(); k += workers) {
       std::vector<std::future<Result<Plan>>> batch;
       for (size_t j = k; j < std::min(todo.size(), k + workers); ++j)
         batch.push_back(std::async(std::launch::async,
-                                   [&s, c = todo[j]] { return Plan::build(graph_of(s, c.split, c.tile)); }));
+                                   [&s, d = todo[j]] { return Plan::build(graph_of(s, d.split_kv, d.tile)); }));
       for (auto& f : batch) plans.push_back(f.get());
     }
     for (size_t k = 0; k < todo.size(); ++k) {
@@ -289,7 +279,7 @@ int main(int argc, char** argv) {
       Result<testing::TrialReport> r = p.ok() ? testing::run_trial(p.value(), inputs, timed)
                                               : Result<testing::TrialReport>(p.status());
       if (!r.ok()) {
-        fmt::print(stderr, "{} {}: {}\n", s.name, describe(todo[k].config.decision), r.status().to_string());
+        fmt::print(stderr, "{} {}: {}\n", s.name, describe(todo[k]), r.status().to_string());
         continue;
       }
       row_of(p->config().decision, r->median_ms, false);

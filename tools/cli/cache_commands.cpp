@@ -7,6 +7,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "cli/cli.hpp"
+#include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
 
@@ -44,22 +45,11 @@ int fail(const Options& opts, StatusCode code, const std::string& message) {
 
 // One line of `cache ls` for a tuned choice.
 std::string tuned_line(const cache::DiskCache::TunedFile& t) {
-  const nlohmann::json doc = nlohmann::json::parse(t.text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("decision") || !doc.contains("heuristic"))
-    return fmt::format("tuned/{:<27} [not a tuned choice's JSON]", t.name);
-  auto config = [](const nlohmann::json& d) {
-    std::string s = d.value("row", "?");
-    if (d.contains("tile") && d["tile"].is_array() && d["tile"].size() == 2)
-      s += fmt::format(" {}x{}", d["tile"][0].dump(), d["tile"][1].dump());
-    const int consumers = d.value("consumer_warpgroups", 0);
-    if (consumers) s += fmt::format(" x{}", consumers);
-    return s + fmt::format(" split {}", d.value("split_kv", 0));
-  };
-  const nlohmann::json dev = doc.value("device", nlohmann::json::object());
+  const Result<tuned::Choice> c = tuned::from_json(t.text);
+  if (!c.ok()) return fmt::format("tuned/{:<27} [not a tuned choice: {}]", t.name, c.status().to_string());
   return fmt::format("tuned/{:<27} {} on {} (driver {}): {} {:.4f} ms, the heuristics' {} {:.4f} ms", t.name,
-                     shown(doc.value("graph_name", "")), dev.value("name", "?"), dev.value("driver_version", 0),
-                     config(doc["decision"]), doc.value("ms", 0.0), config(doc["heuristic"]),
-                     doc.value("heuristic_ms", 0.0));
+                     shown(c->graph_name), c->device, c->driver_version, tuned::describe(c->decision), c->ms,
+                     tuned::describe(c->heuristic), c->heuristic_ms);
 }
 
 int print_json(const nlohmann::json& j) {

@@ -5,6 +5,7 @@
 
 #include "cli/cli.hpp"
 #include "plan/explain.hpp"
+#include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
@@ -49,8 +50,8 @@ int cmd_plan(const Options& opts) {
   if (!facts.ok()) return report_failure(facts.status(), opts, source);
   const std::vector<RowVerdict> verdicts = match(facts.value());
   std::string tuned_line;
-  Result<Config> config = choose_or_tuned(loaded->graph, facts.value(), verdicts, !opts.no_tuned,
-                                          dev->has_gpu && !dev->overridden, tuned_line);
+  Result<Config> config = tuned::choose(loaded->graph, facts.value(), verdicts, !opts.no_tuned,
+                                        dev->has_gpu && !dev->overridden, tuned_line);
   const ExplanationParts e{loaded->graph, facts.value(), verdicts, config.ok() ? &config.value() : nullptr,
                            dev->source,   tuned_line};
 

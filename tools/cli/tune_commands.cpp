@@ -5,18 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/tune.hpp"
 
 namespace rime::cli {
-namespace {
-
-std::string describe(const TuneCandidate& c) {
-  const std::string consumers = c.consumer_warpgroups ? fmt::format(" x{}", c.consumer_warpgroups) : "";
-  return fmt::format("{} {}x{}{} split {}", c.row, c.tile.q, c.tile.kv, consumers, c.split_kv);
-}
-
-}  // namespace
 
 int cmd_tune(const Options& opts) {
   nlohmann::json out = nlohmann::json::array();
@@ -32,15 +25,15 @@ int cmd_tune(const Options& opts) {
     if (opts.json) {
       nlohmann::json cands = nlohmann::json::array();
       for (const TuneCandidate& c : r->candidates)
-        cands.push_back({{"config", describe(c)}, {"ms", c.ms}, {"heuristic", c.heuristic}, {"error", c.error}});
-      out.push_back({{"file", file}, {"device", r->device}, {"winner", describe(w)}, {"winner_ms", r->winner_ms},
-                     {"heuristic", describe(h)}, {"heuristic_ms", r->heuristic_ms}, {"recorded", r->recorded},
-                     {"key", r->key}, {"candidates", cands}});
+        cands.push_back({{"config", tuned::describe(c.decision)}, {"ms", c.ms}, {"error", c.error}});
+      out.push_back({{"file", file}, {"device", r->device}, {"winner", tuned::describe(w.decision)},
+                     {"winner_ms", w.ms}, {"heuristic", tuned::describe(h.decision)}, {"heuristic_ms", h.ms},
+                     {"recorded", r->recorded}, {"key", r->key}, {"candidates", cands}});
       return static_cast<int>(kExitOk);
     }
     fmt::print("{}: {} candidates on {}; fastest {} {:.4f} ms, the heuristics' {} {:.4f} ms ({:.3f}x){}\n", file,
-               r->candidates.size(), r->device, describe(w), r->winner_ms, describe(h), r->heuristic_ms,
-               r->winner_ms > 0 ? r->heuristic_ms / r->winner_ms : 1.0,
+               r->candidates.size(), r->device, tuned::describe(w.decision), w.ms, tuned::describe(h.decision), h.ms,
+               w.ms > 0 ? h.ms / w.ms : 1.0,
                r->recorded ? fmt::format("; recorded as tuned/{}.json", r->key.substr(0, 16)) : "");
     return static_cast<int>(kExitOk);
   });
