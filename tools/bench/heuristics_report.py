@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+from generated_doc import write_or_check
+
 WITHIN, WORST = 1.05, 1.15
 
 
@@ -96,7 +98,6 @@ def summary(shapes):
     return n, within, worst, met
 
 
-BEGIN, END = "<!-- heuristics_report.py: generated from here -->", "<!-- heuristics_report.py: to here -->"
 
 
 def report(rows, decisions):
@@ -165,23 +166,8 @@ def main(argv):
     if not doc:
         print("\n".join(lines))
         return 0
-    with open(doc) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"heuristics_report: {doc} has no generated part ({BEGIN} ... {END})")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    fresh = head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail
-    if args.check:
-        if fresh != text:
-            print(f"{doc} is stale: regenerate it with tools/bench/heuristics_report.py ... --update {doc}")
-            return 1
-        print(f"{doc} is current")
-        return 0
-    with open(doc, "w") as f:
-        f.write(fresh)
-    return 0
-
+    return write_or_check(doc, "heuristics_report.py", lines, args.check,
+                          f"tools/bench/heuristics_report.py ... --update {doc}")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

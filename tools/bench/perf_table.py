@@ -16,7 +16,8 @@ import csv
 import re
 import sys
 
-BEGIN, END = "<!-- perf_table.py: generated from here -->", "<!-- perf_table.py: to here -->"
+from generated_doc import write_or_check
+
 ANCHOR_NAMES = {"cudnn_fp8": "cuDNN FP8", "torch_cudnn_bf16": "torch cuDNN", "torch_flash_bf16": "torch flash",
                 "copy_fp8": "copy", "copy_bf16": "copy", "rime_dense_causal": "dense causal prefill",
                 "rime_padded": "padded twin", "rime_per_tensor": "per-tensor descales"}
@@ -133,23 +134,8 @@ def main(argv):
     if not doc:
         print("\n".join(lines))
         return 0
-    with open(doc) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"perf_table: {doc} has no generated part ({BEGIN} ... {END})")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    fresh = head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail
-    if args.check:
-        if fresh != text:
-            print(f"{doc} is stale: regenerate it with tools/bench/perf_table.py {args.bench_csv} --update {doc}")
-            return 1
-        print(f"{doc}: its tables are {args.bench_csv}'s")
-        return 0
-    with open(doc, "w") as f:
-        f.write(fresh)
-    return 0
-
+    return write_or_check(doc, "perf_table.py", lines, args.check,
+                          f"tools/bench/perf_table.py {args.bench_csv} --update {doc}")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
