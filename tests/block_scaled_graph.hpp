@@ -29,6 +29,12 @@ struct BlockScaledCase {
 // adds a tensor (name, dims, dtype) to the graph and returns its uid. `per_head` bits (kPerHeadQ / K / V) make
 // descale_q / k / v per (batch, kv head) instead: [B, H_kv, 1, 1].
 enum : unsigned { kPerHeadQ = 1, kPerHeadK = 2, kPerHeadV = 4 };
+// The bits as a draw's description spells them: " descales per head q v", or "" for none.
+inline std::string per_head_text(unsigned per_head) {
+  if (!per_head) return "";
+  return fmt::format(" descales per head{}{}{}", per_head & kPerHeadQ ? " q" : "", per_head & kPerHeadK ? " k" : "",
+                     per_head & kPerHeadV ? " v" : "");
+}
 template <class AddTensor>
 void add_fp8_scalars(AddTensor&& add, SdpaFp8Operands& io, unsigned per_head = 0, int64_t B = 1, int64_t H_kv = 1) {
   auto dims = [&](unsigned bit) { return per_head & bit ? std::vector<int64_t>{B, H_kv, 1, 1} : std::vector<int64_t>{1, 1, 1, 1}; };

@@ -626,6 +626,24 @@ TEST_CASE("values the kernels hold in 32 bits are bounded at plan time", "[choos
   Result<Config> c = choose(over, match(over));
   REQUIRE_FALSE(c.ok());
   CHECK(has(c.status().message(), "packed rows (S_q x group) = 2147483648 exceeds the kernels' 32-bit range"));
+
+  // A per-(batch, kv head) descale is indexed in 32 bits: a span past 2^31 - 1 declines on every row, naming it.
+  auto with_descale_v_stride = [](int64_t stride) {
+    json doc = example_json("fp8_prefill");
+    for (auto& t : doc["tensors"]) {
+      if (t["name"] != "descale_v") continue;
+      t["dims"] = json::array({2, 8, 1, 1});
+      t["strides"] = json::array({stride, 1, 1, 1});
+    }
+    return doc;
+  };
+  Facts fits = facts_of(with_descale_v_stride(8));
+  CHECK(choose(fits, match(fits)).ok());
+  Facts wide = facts_of(with_descale_v_stride(4000000000));
+  Result<Config> w = choose(wide, match(wide));
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.status().code() == StatusCode::NotSupported);
+  CHECK(has(w.status().message(), "descale_v's span (strides over [B, H_kv]) = 4000000007 exceeds the kernels' 32-bit"));
 }
 
 TEST_CASE("a row whose heuristics fail passes the graph to the next accepted row", "[choose]") {

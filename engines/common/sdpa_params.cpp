@@ -189,6 +189,15 @@ Status check_sdpa_int32(const Facts& f, const CapabilityRow& row, int64_t packed
     Status s = check_int32(row, name, value);
     if (!s.ok()) return s;
   }
+  // A per-(batch, kv head) descale is indexed b x stride[0] + h_kv x stride[1] in 32 bits (descale_strides above).
+  for (auto [role, name] : {std::pair{Role::DescaleQ, "descale_q's span (strides over [B, H_kv])"},
+                            std::pair{Role::DescaleK, "descale_k's span (strides over [B, H_kv])"},
+                            std::pair{Role::DescaleV, "descale_v's span (strides over [B, H_kv])"}}) {
+    const TensorFacts& d = f.operand(role);
+    if (!d.bound || d.dims.size() < 2) continue;
+    Status s = check_int32(row, name, (d.dims[0] - 1) * d.strides[0] + (d.dims[1] - 1) * d.strides[1]);
+    if (!s.ok()) return s;
+  }
   return Status::success();
 }
 

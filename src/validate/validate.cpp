@@ -375,11 +375,6 @@ Status Checker::check_small_operands() const {
       return fail(at_tensor(*d, "dims"),
                   fmt::format("{} ({}): dims {} must be [1,1,1,1] (per tensor) or [{},{},1,1] (per batch and kv head)",
                               d->name, to_string(r), dims_str(d->dims), B, Hkv));
-    // The kernels index a per-head descale in 32 bits (engines/common/params.h).
-    if (d && (d->dims[0] - 1) * d->strides[0] + (d->dims[1] - 1) * d->strides[1] > INT32_MAX)
-      return fail(at_tensor(*d, "strides"),
-                  fmt::format("{} ({}): strides {} span more than 2^31 elements over dims {}", d->name, to_string(r),
-                              dims_str(d->strides), dims_str(d->dims)));
     RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::FP32));
   }
   for (Role r : {Role::DescaleS, Role::ScaleS, Role::ScaleO, Role::AmaxS, Role::AmaxO}) {

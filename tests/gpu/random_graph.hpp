@@ -159,15 +159,11 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   }
   GraphDraw d;
   d.graph = g;
-  const std::string per_head_text =
-      per_head ? fmt::format(" descales per head{}{}{}", per_head & kPerHeadQ ? " q" : "", per_head & kPerHeadK ? " k" : "",
-                             per_head & kPerHeadV ? " v" : "")
-               : "";
   d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{} split {} "
                               "tile {}",
                               seed, to_string(in), to_string(out), B, H_q, H_kv, S_q, S_kv, D, layout, mask,
                               padding ? " padding" : "", sink ? " sink" : "", stats ? " stats" : "",
-                              want_amax_s ? " amax_s" : "", per_head_text, split,
+                              want_amax_s ? " amax_s" : "", per_head_text(per_head), split,
                               a.tile ? fmt::format("{}x{}", a.tile->q, a.tile->kv) : std::string("0"));
   return d;
 }

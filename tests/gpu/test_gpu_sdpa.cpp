@@ -411,12 +411,6 @@ static unsigned per_head_descales_choice(uint64_t seed) {
   return rng() % 3 == 0 ? static_cast<unsigned>(1 + rng() % 7) : 0u;
 }
 
-static std::string per_head_text(unsigned per_head) {
-  if (!per_head) return "";
-  return fmt::format(" descales per head{}{}{}", per_head & test::kPerHeadQ ? " q" : "",
-                     per_head & test::kPerHeadK ? " k" : "", per_head & test::kPerHeadV ? " v" : "");
-}
-
 // One paged draw: the paged graph and its dense twin (K/V [B, H_kv, max_pages x page, D] gathered through the
 // table), both with Stats, per-sequence lengths and the same pinned split.
 struct PagedDraw {
@@ -431,7 +425,7 @@ struct PagedDraw {
     return fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}{}{}", i,
                        to_string(in), to_string(q_type), B, H_kv * group, H_kv, S_q, D, max_pages, page, num_pages,
                        token_major_pages ? "NHD" : "HND", mask, split,
-                       tile ? fmt::format(" tile {}x{}", tile->q, tile->kv) : std::string(), per_head_text(per_head));
+                       tile ? fmt::format(" tile {}x{}", tile->q, tile->kv) : std::string(), test::per_head_text(per_head));
   }
   Graph build(bool paged) const {
     const bool fp8 = in == DataType::FP8_E4M3 || in == DataType::FP8_E5M2;
@@ -679,7 +673,7 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     const std::string what =
         fmt::format("draw {}: {} (Q {}) mode {} B{} H{}/{} max_seqlen {} / {} tokens {} / {} D{} {} mask {} split {}{}",
                     i, to_string(in), to_string(q_type), mode, B, H_q, H_kv, max_q, max_kv, T_q, T_kv, D,
-                    head_major ? "HTD" : "THD", mask, split, per_head_text(per_head));
+                    head_major ? "HTD" : "THD", mask, split, test::per_head_text(per_head));
     INFO(what);
     whats.push_back(what);
     Graph g("ragged");
@@ -815,7 +809,7 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
     const unsigned per_head = per_head_descales_choice(61700 + i);
     whats.push_back(fmt::format("draw {}: Q {} K/V {} O {} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
                                 i, to_string(q_type), to_string(kv_type), to_string(o_type), B, H_q, H_kv, S_q, S_kv,
-                                D, padding, mask, split, per_head_text(per_head)));
+                                D, padding, mask, split, test::per_head_text(per_head)));
     Graph g("q16_over_fp8");
     test::TensorAdder add{g};
     const SdpaAttributes a = draw_attributes(padding, split, mask, 100);
