@@ -52,7 +52,7 @@ CombineParams combine_params(const Facts& f, const Config& c, const Bindings& b)
   p.B = static_cast<int>(f.B);
   p.H_q = static_cast<int>(f.H_q);
   p.S_q = static_cast<int>(f.S_q);
-  p.num_splits = c.decision.split_kv;
+  p.num_splits = partial_slots(f, c.decision);  // every rank's split_kv partials in a context-parallel plan
   p.stats_log2 = f.stats_log2 ? 1 : 0;
   return p;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -135,6 +136,11 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
   p.o_partial = static_cast<float*>(b.region(c.derived, "o_partial"));
   p.lse_partial = static_cast<float*>(b.region(c.derived, "lse_partial"));
+  if (f.context_parallel.world > 0 && p.o_partial) {  // this rank's slots of the gathered partials
+    const int64_t slot0 = int64_t{f.context_parallel.rank} * c.decision.split_kv, rows = f.B * f.H_q * f.S_q;
+    p.o_partial += slot0 * rows * f.D_v;
+    p.lse_partial += slot0 * rows;
+  }
   p.sf_o = static_cast<unsigned char*>(b.of(f, Role::SfO));
   p.sf_layout = f.sf_o_layout == SfLayout::TokenMajor ? 1 : 0;
   p.sf_rows = static_cast<int>(f.sf_o_rows);
@@ -207,11 +213,14 @@ void add_workspace_region(Derived& d, const std::string& name, int64_t bytes) {
   d.workspace_bytes = offset + (bytes + 255) / 256 * 256;
 }
 
-void add_split_partials(Derived& d, const Facts& f, int split) {
-  if (split <= 1) return;
+bool writes_partials(const Facts& f, const Decision& d) { return d.split_kv > 1 || f.context_parallel.world > 0; }
+
+int partial_slots(const Facts& f, const Decision& d) { return d.split_kv * std::max(1, f.context_parallel.world); }
+
+void add_split_partials(Derived& d, const Facts& f, int slots) {
   const int64_t rows = f.B * f.H_q * f.S_q;
-  add_workspace_region(d, "o_partial", int64_t{split} * rows * f.D_v * 4);
-  add_workspace_region(d, "lse_partial", int64_t{split} * rows * 4);
+  add_workspace_region(d, "o_partial", int64_t{slots} * rows * f.D_v * 4);
+  add_workspace_region(d, "lse_partial", int64_t{slots} * rows * 4);
 }
 
 Status check_grid_dim(const CapabilityRow& row, const std::string& stage, char axis, int64_t value,
@@ -229,7 +238,7 @@ Status check_int32(const CapabilityRow& row, const char* field, int64_t value) {
                                                       row.id, field, value, INT32_MAX));
 }
 
-Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometry& g, int split) {
+Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometry& g, const Decision& d) {
   Derived out;
   out.engine = row.engine;
   out.packed_rows = g.packed_rows;
@@ -237,7 +246,7 @@ Derived sdpa_derived(const Facts& f, const CapabilityRow& row, const TileGeometr
   out.kv_tiles = g.kv_tiles;
   out.threads = g.threads;
   out.smem_bytes = g.smem_bytes;
-  add_split_partials(out, f, split);
+  if (writes_partials(f, d)) add_split_partials(out, f, partial_slots(f, d));
   return out;
 }
 
@@ -270,7 +279,7 @@ Status add_attention_stages(Derived& out, const Facts& f, const CapabilityRow& r
   attention.block = g.threads;
   attention.smem_bytes = smem_bytes;
   out.stages.push_back(std::move(attention));
-  if (d.split_kv <= 1) return Status::success();
+  if (!writes_partials(f, d)) return Status::success();
   Result<KernelStage> combine = combine_stage(f, row, f.device.arch_name());
   if (!combine.ok()) return combine.status();
   out.stages.push_back(combine.value());
@@ -278,7 +287,7 @@ Status add_attention_stages(Derived& out, const Facts& f, const CapabilityRow& r
 }
 
 void fill_combine_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out, size_t index) {
-  if (c.decision.split_kv <= 1) return;
+  if (!writes_partials(f, c.decision)) return;
   const CombineParams combine = combine_params(f, c, b);
   std::memcpy(out[index].bytes, &combine, sizeof(combine));
 }

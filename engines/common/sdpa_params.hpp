@@ -32,10 +32,18 @@ int page_size_log2(int64_t page_size);
 // Every value SdpaParams holds in a 32-bit int, against INT32_MAX (the engines' launch limits).
 Status check_sdpa_int32(const Facts& facts, const CapabilityRow& row, int64_t packed_rows);
 
+// Whether the attention stage writes split partials for the combine: under split (split_kv > 1), and in a
+// context-parallel plan at any split (its partials are merged with the other ranks').
+bool writes_partials(const Facts& facts, const Decision& decision);
+// The partial slots the combine merges: split_kv, times the world size in a context-parallel plan (rank r's
+// attention writes slots [r x split_kv, (r + 1) x split_kv)).
+int partial_slots(const Facts& facts, const Decision& decision);
+
 // The Derived fields every attention engine fills the same way: the engine, the tile geometry (its shared
-// memory too; an engine whose carve-up depends on more than the tile overwrites it) and, under split, the
-// partials at the start of the workspace.
-Derived sdpa_derived(const Facts& facts, const CapabilityRow& row, const TileGeometry& geometry, int split);
+// memory too; an engine whose carve-up depends on more than the tile overwrites it) and, when the attention
+// writes partials, their partial_slots at the start of the workspace.
+Derived sdpa_derived(const Facts& facts, const CapabilityRow& row, const TileGeometry& geometry,
+                     const Decision& decision);
 
 // Appends the attention stage -- `spec` launched over (row tiles, H_kv, B x split) CTAs of the geometry's
 // threads -- and, when the plan splits, the split-KV combine after it (after any stage the engine launches
@@ -47,12 +55,12 @@ Status add_attention_stages(Derived& derived, const Facts& facts, const Capabili
 // tile counts hold this geometry, and the persistent grid it runs on (ctas_per_sm x SMs CTAs, the GPU full once).
 bool balanced_walk_fits(const Facts& facts, const TileGeometry& geometry);
 void make_balanced_grid(KernelStage& attention, const Facts& facts, int64_t ctas_per_sm);
-// The combine's parameter block at `index` when the plan splits, nothing otherwise.
+// The combine's parameter block at `index` when the attention writes partials, nothing otherwise.
 void fill_combine_params(const Facts& facts, const Config& config, const Bindings& bindings, StageParams& out,
                          size_t index);
 
-// Appends the split partials (SPEC section 3: split-major fp32 O, then LSE) to a workspace layout.
-void add_split_partials(Derived& derived, const Facts& facts, int split);
+// Appends `slots` split partials (SPEC section 3: split-major fp32 O, then LSE) to a workspace layout.
+void add_split_partials(Derived& derived, const Facts& facts, int slots);
 // Appends a region of `bytes` to the workspace, 256-byte aligned.
 void add_workspace_region(Derived& derived, const std::string& name, int64_t bytes);
 

@@ -58,7 +58,7 @@ class SdpaMma final : public Engine {
     RowTile rt;
     rt.tile = d.tile;
     const TileGeometry g = geometry(f, rt);
-    const bool split = d.split_kv > 1;
+    const bool split = writes_partials(f, d);
     // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
     // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks left a
     // long-tailed batch's last wave to its longest sequences (docs/perf-history.md: paged decode 3-9% faster;
@@ -68,8 +68,9 @@ class SdpaMma final : public Engine {
     // reach 255 registers), and FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured,
     // left as they were.
     const bool balanced =
-        split && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() && balanced_walk_fits(f, g);
-    Derived out = sdpa_derived(f, row, g, d.split_kv);
+        d.split_kv > 1 && f.mask.padding && g.q_tiles == 1 && f.is_fp8 && !f.q16_over_fp8_kv() &&
+        balanced_walk_fits(f, g);
+    Derived out = sdpa_derived(f, row, g, d);
     // Under split the attention kernel writes fp32 partials; its O type argument is unused and fixed to FP32 so
     // that one specialization serves every O dtype.
     const KernelSpec spec{row.engine, "sdpa_mma/kernel.cuh",

@@ -212,7 +212,7 @@ class SdpaSm90Ws final : public Engine {
                     fmt::format("row {} lists tile {}x{} on {} consumer warpgroups for head dims ({}, {}), which is "
                                 "not the kernel's layout",
                                 row.id, d.tile.q, d.tile.kv, n_consumers, f.D_qk, f.D_v));
-    const bool split = d.split_kv > 1;
+    const bool split = writes_partials(f, d);
     RowTile rt;
     rt.tile = d.tile;
     rt.consumer_warpgroups = n_consumers;
@@ -222,8 +222,9 @@ class SdpaSm90Ws final : public Engine {
     // all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item), where the grid of per-sequence
     // chunks leaves the last wave to the longest sequences' chunks. Measured on the H200: the 8-token paged decode
     // 0.7825 -> 0.7601 ms.
-    const bool balanced = split && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && balanced_walk_fits(f, g);
-    Derived out = sdpa_derived(f, row, g, d.split_kv);
+    const bool balanced =
+        d.split_kv > 1 && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && balanced_walk_fits(f, g);
+    Derived out = sdpa_derived(f, row, g, d);
     out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{
         row.engine, "sdpa_sm90/kernel.cuh",

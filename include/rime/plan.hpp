@@ -22,6 +22,20 @@ namespace rime {
 struct Facts;
 struct Config;
 
+// Context parallelism (docs/context-parallel.md): this process is rank `rank` of `world` GPUs that hold one
+// sequence's K/V sharded by sequence (each rank's graph is its own shard: K, V and per-sequence lengths are the
+// rank's keys, Q and O the whole query); the plan computes the rank's split partials (O in fp32 and its LSE),
+// all-gathers every rank's with NCCL on the execute stream, and merges them with the split-KV combine, so that every
+// rank's O is the attention over all ranks' keys. `comm` is the caller's ncclComm_t over exactly these ranks (rime
+// never creates a communicator); every rank must execute its plan for each step, as for any collective. NCCL is
+// opened at run time (RIME_NCCL_LIBRARY, else libnccl.so.2). Served: graphs whose masks do not need global key
+// positions (no causal mask over several query rows, no window or band) on rows that write split partials.
+struct ContextParallel {
+  void* comm = nullptr;  // ncclComm_t
+  int rank = 0;
+  int world = 1;
+};
+
 struct PlanOptions {
   // The device to plan for. Absent: the GPU device_ordinal names when there is one, else the H200 defaults (sm_90a,
   // 132 SMs).
@@ -38,6 +52,8 @@ struct PlanOptions {
   // (include/rime/tune.hpp) in place of the heuristics' when there is one and the rows accept it; the explanation
   // says which and by how much it was faster. A graph that pins split_kv or tile is never overridden.
   bool use_tuned = true;
+  // Set: a context-parallel plan (ContextParallel above). A tuned choice is not used for it.
+  std::optional<ContextParallel> context_parallel;
 };
 
 // What `rime plan --explain` prints, from the one function the CLI prints it with: the graph and the device, the

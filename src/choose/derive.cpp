@@ -68,6 +68,10 @@ Result<Derived> derive(const Facts& f, const Decision& d) {
     const std::string no_split = split_unavailable(f, *row);
     if (!no_split.empty()) return fail(fmt::format("split_kv {}: {}", d.split_kv, no_split));
   }
+  if (f.context_parallel.world > 0) {  // the ranks' partials are merged by the split-KV combine
+    const std::string no_split = split_unavailable(f, *row);
+    if (!no_split.empty()) return fail("context parallelism merges split partials: " + no_split);
+  }
   const engines::Engine* engine = engines::find_engine(row->engine);
   if (!engine)
     return Status(StatusCode::Internal, fmt::format("row {} names engine {}, which is not registered", row->id,

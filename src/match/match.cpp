@@ -116,6 +116,15 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
       return Decline{"split_kv", fmt::format("split_kv {} is pinned and split is wired for head dims {}, not {}", s,
                                              set_of(row.split_head_dims, pair_str), pair_str(dims))};
   }
+  if (f.context_parallel.world > 0 && row.kind == "attention") {
+    if (!f.split_eligible)
+      return Decline{"context_parallel", "context parallelism merges split partials, and split is ineligible: " +
+                                             f.split_ineligible_reason};
+    if (!row.split_kv_supported || !contains(row.split_head_dims, dims))
+      return Decline{"context_parallel", fmt::format("context parallelism merges split partials, and the row does "
+                                                     "not write them for head dims {}",
+                                                     pair_str(dims))};
+  }
   if (f.pinned_split && !contains(row.split_counts, *f.pinned_split))
     return Decline{"split_kv", fmt::format("split_kv {} not in {}", *f.pinned_split,
                                            set_of(row.split_counts, [](int s) { return std::to_string(s); }))};

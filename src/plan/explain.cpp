@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "plan/context_parallel.hpp"
 #include "plan/facts_json.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "status_macros.hpp"
 
 namespace rime {
 
@@ -59,6 +61,10 @@ void print_facts(std::string& out, const Facts& f) {
     out += fmt::format("  descales  per (batch, kv head): {}\n", which);
   }
   out += fmt::format("  split     {}\n", f.split_eligible ? "eligible" : "ineligible: " + f.split_ineligible_reason);
+  if (f.context_parallel.world > 0)
+    out += fmt::format("  context   parallel: rank {} of {}, K/V sharded by sequence (this graph is the rank's shard); "
+                       "the combine merges the {} ranks' split partials, all-gathered with NCCL\n",
+                       f.context_parallel.rank, f.context_parallel.world, f.context_parallel.world);
   if (f.pinned_split) out += fmt::format("  pinned    split_kv {}\n", *f.pinned_split);
   if (f.pinned_tile) out += fmt::format("  pinned    tile {}x{}\n", f.pinned_tile->q, f.pinned_tile->kv);
 }
@@ -138,10 +144,11 @@ Result<Explanation> explain(const Graph& graph, const PlanOptions& options) {
   if (!device.ok()) return device.status();
   Result<Facts> facts = analyze(graph, device->device);  // validates the graph
   if (!facts.ok()) return facts.status();
+  RIME_RETURN_IF_ERROR(context_parallel::apply(facts.value(), options.context_parallel));
   const std::vector<RowVerdict> verdicts = match(facts.value());
   std::string tuned_line;
-  Result<Config> config =
-      tuned::choose(graph, facts.value(), verdicts, options.use_tuned, device->queried, tuned_line);
+  Result<Config> config = tuned::choose(graph, facts.value(), verdicts, options.use_tuned && !options.context_parallel,
+                                        device->queried, tuned_line);
   const ExplanationParts parts{graph,          facts.value(), verdicts, config.ok() ? &config.value() : nullptr,
                                device->source, tuned_line};
   Explanation out = explanation_of(parts);

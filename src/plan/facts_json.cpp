@@ -25,6 +25,8 @@ nlohmann::json facts_to_json(const Facts& f) {
                    {"arch", f.device.arch_name()}, {"sm_count", f.device.sm_count},
                    {"smem_per_block", f.device.smem_per_block}};
   if (f.sf_o_layout) j["sf_o_layout"] = to_string(*f.sf_o_layout);
+  if (f.context_parallel.world > 0)
+    j["context_parallel"] = {{"rank", f.context_parallel.rank}, {"world", f.context_parallel.world}};
   // A 16-bit Q over FP8 K/V: qkv_dtype is Q's, and K/V's is its own field.
   if (f.k().dtype != f.q().dtype) j["kv_dtype"] = to_string(f.k().dtype);
   return j;

@@ -14,6 +14,7 @@
 #include "json/checked.hpp"
 #include "log/log.hpp"
 #include "plan/bindings.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/facts_json.hpp"
 #include "plan/index_check.hpp"
 #include "plan/tuned.hpp"
@@ -45,6 +46,8 @@ struct Plan::State {
   std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
   bool prepared = false;
+  // A context-parallel plan's options (PlanOptions::context_parallel): its communicator, checked when prepared.
+  std::optional<ContextParallel> context_parallel;
   // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
   mutable IndexChecker checker;
 };
@@ -126,8 +129,11 @@ Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
   Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
   s.facts = facts.value();
-  Result<Config> config =
-      tuned::choose(graph, s.facts, match(s.facts), options.use_tuned, resolved->queried, s.tuned_line);
+  RIME_RETURN_IF_ERROR(context_parallel::apply(s.facts, options.context_parallel));
+  s.context_parallel = options.context_parallel;
+  // `rime tune` times single-GPU plans: a context-parallel plan takes the heuristics' choice for its shard.
+  Result<Config> config = tuned::choose(graph, s.facts, match(s.facts), options.use_tuned && !options.context_parallel,
+                                        resolved->queried, s.tuned_line);
   if (!config.ok()) return config.status();
   s.config = config.value();
   RIME_RETURN_IF_ERROR(find_engine(s));
@@ -214,6 +220,11 @@ Result<Plan> Plan::load(const std::string& artifact, std::optional<int> device_o
   Result<Facts> facts = analyze(s.graph, device.value());
   if (!facts.ok()) return Status(facts.status().code(), "plan artifact's graph: " + facts.status().message(), facts.status().location());
   s.facts = facts.value();
+  if (const nlohmann::json* f = nullptr; jc::get_object(j, "facts", f, "").ok() && f->contains("context_parallel"))
+    return Status(StatusCode::NotSupported,
+                  "plan artifact of a context-parallel plan: build it with its communicator (Plan::build with "
+                  "PlanOptions::context_parallel) instead of loading it",
+                  "/facts/context_parallel");
 
   const nlohmann::json* decision_json = nullptr;
   RIME_RETURN_IF_ERROR(jc::get_object(j, "decision", decision_json, ""));
@@ -324,6 +335,7 @@ Status Plan::prepare(int device_ordinal) {
   }
   s.functions = std::move(functions);
   s.grid_x = std::move(grid_x);
+  if (s.context_parallel) RIME_RETURN_IF_ERROR(context_parallel::check_communicator(*s.context_parallel, device_ordinal));
   s.context = ctx.value();
   s.device_ordinal = device_ordinal;
   s.prepared = true;
@@ -362,11 +374,16 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
   const auto& stages = s.config.derived.stages;
   for (size_t n = 0; n < stages.size(); ++n) {
     const KernelStage& stage = stages[n];
+    // Context parallel: every rank's partials reach every rank's workspace before the combine reads them. The
+    // combine then launches plainly, after the collective.
+    const bool after_collective = s.context_parallel && stage.role == "combine";
+    if (after_collective)
+      RIME_RETURN_IF_ERROR(context_parallel::all_gather(s.facts, s.config, workspace, s.context_parallel->comm, cu_stream));
     void* args[] = {params[n].bytes};
     const unsigned gx = s.grid_x[n], gy = static_cast<unsigned>(stage.grid[1]),
                    gz = static_cast<unsigned>(stage.grid[2]);
     const unsigned block = static_cast<unsigned>(stage.block), smem = static_cast<unsigned>(stage.smem_bytes);
-    if (n > 0 && programmatic) {
+    if (n > 0 && programmatic && !after_collective) {
       CUlaunchAttribute attr{};
       attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attr.value.programmaticStreamSerializationAllowed = 1;

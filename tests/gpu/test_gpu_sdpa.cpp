@@ -4,6 +4,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "rime/inspect/config.hpp"
 #include "rime/plan.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/nccl.hpp"
 #include "testing/cuda_api.hpp"
 #include "testing/trial.hpp"
 
@@ -1162,4 +1164,59 @@ TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_
              "max |O - emulation| {:.3g}\n",
              outside, checked, static_cast<double>(outside) / static_cast<double>(checked), emulated_outside,
              emulated_max);
+}
+
+// Context parallelism at world size 1 (one GPU: NCCL takes no two ranks on one GPU), through the whole path: the
+// partials in the rank's slots, the all-gather in place with the caller's communicator, the combine over world x
+// split slots. At split 4 the single-GPU plan launches the same kernels over the same slots, so O and Stats must be
+// the same bytes; at split 1 the context-parallel plan writes one partial and combines it (a path no single-GPU plan
+// takes): checked against the CPU reference. Dense and paged decode (the paged one on the balanced walk at split 4).
+TEST_CASE("context parallel at world size 1 through NCCL equals the single-GPU plan", "[gpu][cp]") {
+  INFO(nccl::load_status().to_string() << " (tools/device/gpu_check.sh sets RIME_NCCL_LIBRARY)");
+  REQUIRE(nccl::api());
+  Result<int> ordinal = driver::current_ordinal();
+  REQUIRE(ordinal.ok());
+  nccl::Comm comm = nullptr;
+  const int device = ordinal.value();
+  REQUIRE(nccl::check(nccl::api()->ncclCommInitAll(&comm, 1, &device), "ncclCommInitAll").ok());
+  int identical = 0, passed = 0, run = 0;
+  for (const char* example : {"fp8_decode_gqa", "fp8_paged_decode"}) {
+    for (int split : {1, 4}) {
+      nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path(example)));
+      doc["op"]["knobs"] = {{"split_kv", split}};
+      Result<Graph> g = parse_graph_json(doc.dump());
+      REQUIRE(g.ok());
+      PlanOptions cp_options;
+      cp_options.context_parallel = ContextParallel{comm, 0, 1};
+      Result<Plan> single = Plan::build(g.value());
+      Result<Plan> cp = Plan::build(g.value(), cp_options);
+      INFO(example << " split " << split << ": " << single.status().to_string() << " / " << cp.status().to_string());
+      REQUIRE(single.ok());
+      REQUIRE(cp.ok());
+      const testing::TrialInputs inputs = testing::make_inputs(g.value(), 4000 + split);
+      Result<testing::TrialReport> rs = recorded_trial(single.value(), inputs, {});
+      Result<testing::TrialReport> rc = recorded_trial(cp.value(), inputs, {});
+      REQUIRE(rs.ok());
+      REQUIRE(rc.ok());
+      std::string failures;
+      for (const auto& f : rc->failures) failures += "\n  " + f;
+      INFO("context parallel: rel L2 " << rc->o_rel_l2 << failures);
+      CHECK(rs->passed);
+      CHECK(rc->passed);
+      ++run;
+      passed += rc->passed;
+      if (split > 1) {
+        const bool same = rs->outputs == rc->outputs;
+        CHECK(same);
+        identical += same;
+      }
+      fmt::print("context parallel, world 1: {} split {} on {}: {}, rel L2 {:.4f}{}\n", example, split,
+                 cp->config().derived.engine, rc->passed ? "passed" : "FAILED", rc->o_rel_l2,
+                 split > 1 ? (rs->outputs == rc->outputs ? ", every output the single-GPU plan's bytes" : ", outputs differ")
+                           : "");
+    }
+  }
+  fmt::print("context parallel: {} plans, {} passed, {} of 2 split plans byte-identical to the single-GPU plan\n", run,
+             passed, identical);
+  nccl::api()->ncclCommDestroy(comm);
 }

@@ -32,6 +32,14 @@ export RIME_SOURCE_DIR=$root RIME_CACHE_DIR=${RIME_CACHE_DIR:-$root/.carry/cache
 if ls "$root"/.carry/whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site "$root"/.carry/whl/*.whl && export PYTHONPATH=/tmp/site
 fi
+# NCCL for the context-parallel test: the toolkit's or the nvidia-nccl wheel's (torch's environment) libnccl.so.2.
+# NVLink multicast stays off on the lent machines, in this process and every child.
+export NCCL_NVLS_ENABLE=0
+if [ -z "${RIME_NCCL_LIBRARY:-}" ]; then
+  RIME_NCCL_LIBRARY=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+  [ -f "$RIME_NCCL_LIBRARY" ] || RIME_NCCL_LIBRARY=$(ldconfig -p 2>/dev/null | sed -n 's/.*libnccl.so.2 .*=> //p' | head -1)
+  [ -n "$RIME_NCCL_LIBRARY" ] && export RIME_NCCL_LIBRARY
+fi
 tests() { if [ -x "$bin/rime_gpu_tests" ]; then echo "$bin/rime_gpu_tests"; else echo "$bin/tests/rime_gpu_tests"; fi; }
 
 # The test cases' names, one a line (Catch2 v3 lists them as XML; v2 has --list-test-names-only).

@@ -69,6 +69,11 @@ struct Facts {
   // max_seqlen_kv, default T).
   bool ragged_q = false, ragged_kv = false;
   int64_t T_q = 0, T_kv = 0;
+  // Context parallelism (PlanOptions::context_parallel): world > 0 when the plan's K/V are one rank's shard; its
+  // split partials go to slot rank of world x split_kv partials, which the combine merges after an all-gather.
+  struct ContextParallelFacts {
+    int rank = 0, world = 0;
+  } context_parallel;
   bool split_eligible = false;
   std::string split_ineligible_reason;  // empty when eligible
   float attn_scale = 1.0f;

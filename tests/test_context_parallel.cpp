@@ -1,0 +1,153 @@
+// Context-parallel plans (PlanOptions::context_parallel, docs/context-parallel.md) on the CPU: what the plan
+// derives for rank r of W (its partial slots, the combine over every rank's), how it says so, and what it refuses.
+// The collective itself runs on a GPU (tests/gpu, "[cp]").
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+
+#include "catch.hpp"
+#include "combine/stage.hpp"
+#include "common/sdpa_params.hpp"
+#include "rime/inspect/config.hpp"
+#include "rime/json.hpp"
+#include "rime/plan.hpp"
+#include "runtime/nccl.hpp"
+#include "test_paths.hpp"
+
+using namespace rime;
+using nlohmann::json;
+
+namespace {
+
+json example_json(const std::string& name) { return json::parse(test::read_text(test::example_path(name))); }
+
+// examples/fp8_decode_gqa (B 8, 32 q heads over 8 kv heads, one token, D 128) with split_kv pinned.
+Graph decode_graph(int split) {
+  json doc = example_json("fp8_decode_gqa");
+  doc["op"]["knobs"] = {{"split_kv", split}};
+  Result<Graph> g = parse_graph_json(doc.dump());
+  REQUIRE(g.ok());
+  return g.value();
+}
+
+PlanOptions rank_of(int rank, int world) {
+  PlanOptions o;
+  o.device = DeviceDesc::h200();
+  o.context_parallel = ContextParallel{nullptr, rank, world};
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a context-parallel plan writes its rank's partial slots and combines every rank's", "[context_parallel]") {
+  for (int split : {1, 4}) {
+    INFO("split_kv " << split);
+    const Graph g = decode_graph(split);
+    Result<Plan> plan = Plan::build(g, rank_of(1, 2));
+    REQUIRE(plan.ok());
+    const Config& c = plan->config();
+    // Partials even at split 1: the combine merges the two ranks' 2 x split slots.
+    REQUIRE(c.derived.stages.size() >= 2);
+    CHECK(c.derived.stages.back().role == "combine");
+    const int64_t rows = 8 * 32 * 1, slots = 2 * split;
+    const WorkspaceRegion* o = c.derived.region("o_partial");
+    const WorkspaceRegion* lse = c.derived.region("lse_partial");
+    REQUIRE(o);
+    REQUIRE(lse);
+    CHECK(o->bytes == slots * rows * 128 * 4);
+    CHECK(lse->bytes == slots * rows * 4);
+
+    // Rank 1 writes slots [split, 2 split); the combine reads all 2 x split.
+    std::unordered_map<int64_t, void*> buffers;
+    char* ws = reinterpret_cast<char*>(uintptr_t{1} << 40);
+    const engines::Bindings b{buffers, ws};
+    const SdpaParams p = engines::sdpa_params(plan->facts(), c, b);
+    CHECK(reinterpret_cast<char*>(p.o_partial) == ws + o->offset + int64_t{split} * rows * 128 * 4);
+    CHECK(reinterpret_cast<char*>(p.lse_partial) == ws + lse->offset + int64_t{split} * rows * 4);
+    CHECK(p.num_splits == split);
+    const CombineParams cp = engines::combine_params(plan->facts(), c, b);
+    CHECK(reinterpret_cast<const char*>(cp.o_partial) == ws + o->offset);
+    CHECK(cp.num_splits == slots);
+
+    // Said in the explanation and the artifact; an artifact is not loaded without its communicator.
+    CHECK(plan->explain().text.find("context   parallel: rank 1 of 2, K/V sharded by sequence") != std::string::npos);
+    const std::string artifact = plan->to_json();
+    CHECK(json::parse(artifact)["facts"]["context_parallel"] == json({{"rank", 1}, {"world", 2}}));
+    Result<Plan> loaded = Plan::load(artifact);
+    REQUIRE_FALSE(loaded.ok());
+    CHECK(loaded.status().code() == StatusCode::NotSupported);
+    CHECK(loaded.status().location() == "/facts/context_parallel");
+  }
+}
+
+TEST_CASE("a world of one keeps the split plan's kernels and adds the partials' path at split 1",
+          "[context_parallel]") {
+  // At split 4 the single-GPU plan and the world-of-one plan launch the same kernels over the same slots.
+  Result<Plan> single = Plan::build(decode_graph(4), PlanOptions{DeviceDesc::h200()});
+  Result<Plan> world1 = Plan::build(decode_graph(4), rank_of(0, 1));
+  REQUIRE(single.ok());
+  REQUIRE(world1.ok());
+  REQUIRE(single->config().derived.stages.size() == world1->config().derived.stages.size());
+  for (size_t i = 0; i < single->config().derived.stages.size(); ++i)
+    CHECK(single->config().derived.stages[i] == world1->config().derived.stages[i]);
+  CHECK(single->workspace_size() == world1->workspace_size());
+  // At split 1 the single-GPU plan has no combine; the world-of-one plan writes one slot and combines it.
+  Result<Plan> one = Plan::build(decode_graph(1), PlanOptions{DeviceDesc::h200()});
+  Result<Plan> one_cp = Plan::build(decode_graph(1), rank_of(0, 1));
+  REQUIRE(one.ok());
+  REQUIRE(one_cp.ok());
+  CHECK(one->config().derived.stages.back().role == "attention");
+  CHECK(one_cp->config().derived.stages.back().role == "combine");
+}
+
+TEST_CASE("context-parallel options and masks a plan refuses, naming why", "[context_parallel]") {
+  for (auto [rank, world] : {std::pair{0, 0}, std::pair{2, 2}, std::pair{-1, 2}}) {
+    Result<Plan> p = Plan::build(decode_graph(1), rank_of(rank, world));
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().code() == StatusCode::InvalidArgument);
+    CHECK(p.status().message().find(fmt::format("rank {} of world {}", rank, world)) != std::string::npos);
+  }
+  // A causal mask over several query rows needs the keys' global positions.
+  json prefill = example_json("fp8_prefill");
+  prefill["op"]["attributes"]["causal"] = true;
+  Result<Graph> g = parse_graph_json(prefill.dump());
+  REQUIRE(g.ok());
+  Result<Explanation> e = explain(g.value(), rank_of(0, 2));
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.status().code() == StatusCode::NotSupported);
+  CHECK(e.status().message().find("causal mask over S_q = 1024 query rows needs the keys' global positions") !=
+        std::string::npos);
+  // Without a mask a prefill shard plans (each rank's keys are a contiguous slice of the sequence), unless split is
+  // ineligible (Amax_S): then every attention row declines, saying so.
+  prefill["op"]["attributes"].erase("causal");
+  g = parse_graph_json(prefill.dump());
+  REQUIRE(g.ok());
+  Result<Explanation> amax_s = explain(g.value(), rank_of(1, 2));
+  REQUIRE(amax_s.ok());
+  CHECK_FALSE(amax_s->served);
+  CHECK(amax_s->decline.find("context parallelism merges split partials, and split is ineligible: Amax_S") !=
+        std::string::npos);
+  prefill["op"]["outputs"].erase("Amax_S");
+  for (size_t i = 0; i < prefill["tensors"].size(); ++i)
+    if (prefill["tensors"][i]["name"] == "Amax_S") prefill["tensors"].erase(i);
+  g = parse_graph_json(prefill.dump());
+  REQUIRE(g.ok());
+  Result<Explanation> ok = explain(g.value(), rank_of(1, 2));
+  REQUIRE(ok.ok());
+  INFO(ok->text);
+  CHECK(ok->served);
+}
+
+// Run by its own ctest with RIME_NCCL_LIBRARY naming no file (NCCL is loaded once per process).
+TEST_CASE("NCCL that does not load is a CudaError naming where rime looked and how to point it", "[.nccl_missing]") {
+  const char* path = std::getenv("RIME_NCCL_LIBRARY");
+  REQUIRE(path);
+  CHECK(nccl::api() == nullptr);
+  const Status s = nccl::load_status();
+  CHECK(s.code() == StatusCode::CudaError);
+  CHECK(s.message().find(std::string("dlopen ") + path) != std::string::npos);
+  CHECK(s.message().find("set RIME_NCCL_LIBRARY") != std::string::npos);
+  CHECK(nccl::version() == 0);
+}
