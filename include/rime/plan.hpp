@@ -27,7 +27,8 @@ struct Config;
 // rank's keys, Q and O the whole query); the plan computes the rank's split partials (O in fp32 and its LSE),
 // all-gathers every rank's with NCCL on the execute stream, and merges them with the split-KV combine, so that every
 // rank's O is the attention over all ranks' keys. `comm` is the caller's ncclComm_t over exactly these ranks (rime
-// never creates a communicator); every rank must execute its plan for each step, as for any collective. NCCL is
+// never creates a communicator); every rank must execute its plan for each step, as for any collective, and every
+// rank's plan must have the same split_kv (equal shard shapes choose alike; pin knobs.split_kv otherwise). NCCL is
 // opened at run time (RIME_NCCL_LIBRARY, else libnccl.so.2). Served: graphs whose masks do not need global key
 // positions (no causal mask over several query rows, no window or band) on rows that write split partials.
 struct ContextParallel {
