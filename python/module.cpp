@@ -8,9 +8,11 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <tuple>
 #include <deque>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -80,6 +82,12 @@ std::optional<int> ordinal_of(nb::handle device) {
 
 // `device` names the GPU to plan for and load on (ordinal_of); arch/sms plan for a device described instead of
 // queried.
+// plan()'s and explain()'s context_parallel=(comm, rank, world): the ncclComm_t as an address.
+std::optional<rime::ContextParallel> context_parallel_of(const std::optional<std::tuple<uintptr_t, int, int>>& t) {
+  if (!t) return std::nullopt;
+  return rime::ContextParallel{reinterpret_cast<void*>(std::get<0>(*t)), std::get<1>(*t), std::get<2>(*t)};
+}
+
 rime::PlanOptions options_for(nb::handle device, const std::optional<std::string>& arch,
                               const std::optional<int>& sms) {
   rime::PlanOptions o;
@@ -735,17 +743,22 @@ NB_MODULE(_rime, m) {
   m.def(
       "plan",
       [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
-         bool use_tuned) {
+         bool use_tuned, std::optional<std::tuple<uintptr_t, int, int>> context_parallel) {
         rime::PlanOptions o = options_for(device, arch, sms);
         o.use_tuned = use_tuned;
+        o.context_parallel = context_parallel_of(context_parallel);
         nb::gil_scoped_release release;
         return take(rime::Plan::build(g, o));
       },
       "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "use_tuned"_a = true,
+      "context_parallel"_a = nb::none(),
       "Validates, matches the capability rows, chooses and compiles (through the plan cache), and loads the kernels "
       "on `device` (None: the current GPU; an int, 'cuda:N' or a torch.device). arch/sms: plan for that device "
       "instead of querying one (the other from the H200's); no GPU: the H200 defaults. use_tuned: the configuration "
-      "rime.tune recorded for this shape class and GPU, where there is one and the rows accept it.");
+      "rime.tune recorded for this shape class and GPU, where there is one and the rows accept it. "
+      "context_parallel=(comm, rank, world): this graph is rank `rank`'s shard of K/V over `world` GPUs, and `comm` "
+      "the address of the caller's ncclComm_t over them (an int, e.g. cupy's NcclCommunicator.ptr); each run "
+      "all-gathers the ranks' partials with NCCL and every rank gets the whole O (docs/context-parallel.md).");
   m.def(
       "tune",
       [](const rime::Graph& g, nb::handle device, int iterations, bool record) {
@@ -792,9 +805,10 @@ NB_MODULE(_rime, m) {
   m.def(
       "explain",
       [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,
-         bool as_dict, bool use_tuned) -> nb::object {
+         bool as_dict, bool use_tuned, std::optional<std::tuple<uintptr_t, int, int>> context_parallel) -> nb::object {
         rime::PlanOptions o = options_for(device, arch, sms);
         o.use_tuned = use_tuned;
+        o.context_parallel = context_parallel_of(context_parallel);
         rime::Explanation e;
         {
           nb::gil_scoped_release release;
@@ -803,9 +817,9 @@ NB_MODULE(_rime, m) {
         return as_dict ? json_loads(e.json) : nb::str(e.text.c_str());
       },
       "graph"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(), "json"_a = false,
-      "use_tuned"_a = true,
+      "use_tuned"_a = true, "context_parallel"_a = nb::none(),
       "The text of `rime plan --explain` for any graph, also one no row serves (its rows' reasons); json=True: the "
-      "fields of `rime plan --json`, a dict.");
+      "fields of `rime plan --json`, a dict. context_parallel: as for plan().");
 
   m.def(
       "set_cache_dir", [](const std::string& dir) { check(rime::set_cache_dir(dir)); }, "dir"_a,

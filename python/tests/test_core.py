@@ -178,3 +178,20 @@ def test_a_builder_graph_plans_with_pins():
     with pytest.raises(rime.NotSupportedError) as e:
         rime.plan(g2, arch="sm_90a", sms=132)
     assert any("tile 192x64 not in {64x64, 128x128, 192x128} for head dims (64, 64)" in r for r in e.value.reasons)
+
+
+def test_context_parallel_plans_a_ranks_shard_and_refuses_what_it_cannot_serve():
+    # context_parallel=(comm, rank, world): comm is the address of the caller's ncclComm_t. Planned for sm_89 so that
+    # no GPU loads the plan here (loading checks the communicator, which these tests do not make).
+    g = rime.Graph.from_json(example("fp8_decode_gqa"))
+    text = rime.explain(g, arch="sm_90a", sms=132, context_parallel=(0, 1, 2))
+    assert "context   parallel: rank 1 of 2, K/V sharded by sequence" in text
+    assert rime.explain(g, arch="sm_90a", sms=132, json=True, context_parallel=(0, 1, 2))["facts"][
+        "context_parallel"] == {"rank": 1, "world": 2}
+    p = rime.plan(g, arch="sm_89", sms=128, context_parallel=(0, 1, 2))
+    assert "context   parallel: rank 1 of 2" in p.explain()
+    with pytest.raises(rime.InvalidArgumentError, match="rank 2 of world 2"):
+        rime.explain(g, arch="sm_90a", sms=132, context_parallel=(0, 2, 2))
+    prefill = rime.Graph.from_json(example("bf16_causal_sink"))
+    with pytest.raises(rime.NotSupportedError, match="needs the keys' global positions"):
+        rime.explain(prefill, arch="sm_90a", sms=132, context_parallel=(0, 0, 2))
