@@ -139,7 +139,8 @@ class Plan {
   // overlapping buffer or workspace (nothing is launched then). The kernels read the inputs and write the outputs
   // in `stream`'s order only: writes the caller made on another stream (a cuMemsetD8 or pageable cuMemcpyHtoD,
   // which run on the legacy stream, which a non-blocking stream does not wait for) must be ordered before it by
-  // the caller (an event, or a synchronize), as for any kernel.
+  // the caller (an event, or a synchronize), as for any kernel. A context-parallel plan also queues its NCCL
+  // all-gather on `stream`, between the attention and the combine; every rank must execute for the step.
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
                  const ExecuteOptions& options) const;
