@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "catch.hpp"
+#include "common/fast_div.h"
 #include "heuristics/split_kv.hpp"
 #include "heuristics/tile.hpp"
 #include "sdpa_mma/layout.h"
@@ -274,4 +275,29 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(s.total == s.barriers + 16 * 8 + 1024);
   // Block-scaled O stages three consumers' epilogues when they fit.
   CHECK(rime_sm90::smem(1, 128, 128, 3, true, true, rime_sm90::kSmemLimit).staged_epilogue);
+}
+
+TEST_CASE("fast division by a plan-time divisor equals integer division", "[heuristics][engines]") {
+  // The kernels divide rows by the GQA group and slices by H_kv and B this way (common/fast_div.h).
+  auto check = [](unsigned d, unsigned n) {
+    const FastDiv f = fast_div_of(d);
+    int rem = -1;
+    const int q = div_by(f, static_cast<int>(n), rem);
+    return div_by(f, n) == n / d && q == static_cast<int>(n / d) && rem == static_cast<int>(n % d);
+  };
+  bool all = true;
+  for (unsigned d = 1; d <= 300; ++d)
+    for (unsigned n = 0; n < 20000; ++n) all = all && check(d, n);
+  CHECK(all);
+  const unsigned big_n[] = {0u, 1u, 65535u, 65536u, 1000003u, (1u << 30) + 7u, 2147483646u, 2147483647u};
+  const unsigned big_d[] = {1u, 2u, 3u, 7u, 48u, 65535u, 65537u, 1u << 20, 1000003u, 2147483647u};
+  for (unsigned d : big_d)
+    for (unsigned n : big_n) {
+      CHECK(check(d, n));
+      for (unsigned k : {1u, 2u, 3u, 1000u})
+        if (static_cast<unsigned long long>(k) * d <= 2147483647u) {
+          CHECK(check(d, k * d));
+          CHECK(check(d, k * d - 1));
+        }
+    }
 }

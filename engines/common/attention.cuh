@@ -71,8 +71,9 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   // keys. Without this, every row tile past a short sequence's end ran its causal range over the whole sequence:
   // a batch of lengths 128..8k (S 8k) did twice the work it needed (docs/perf-history.md, "Ragged prefill").
   // (A masked grid of the Hopper engine starts its first row tile at a negative row: its partial tile first.)
-  const int i_lo = (kMask ? max(row0, 0) : row0) / p.group;
-  const int i_hi = kPerSequence ? min(last / p.group, e.seq_q - 1) : last / p.group;
+  const int i_lo = int(div_by(p.group_div, unsigned(kMask ? max(row0, 0) : row0)));
+  const int i_last = int(div_by(p.group_div, unsigned(last)));
+  const int i_hi = kPerSequence ? min(i_last, e.seq_q - 1) : i_last;
   int hi = kPerSequence && i_lo >= e.seq_q ? 0 : e.kv_limit, lo = 0;
   if (kMask && e.right_bound >= 0) hi = min(hi, i_hi + e.diag_shift + e.right_bound + 1);
   if (kMask && p.window_left >= 0) lo = max(0, i_lo + e.diag_shift - p.window_left + 1);
@@ -109,8 +110,10 @@ __device__ __forceinline__ void write_empty_chunk_lse(const SdpaParams& p, const
                                                       int h_kv, int row0, int tid, int threads) {
   for (int r = tid; r < kTileQ; r += threads) {
     const int pr = row0 + r;
-    if (pr >= p.packed_rows || (kRaggedQ && pr / p.group >= e.seq_q)) continue;
-    const int i = pr / p.group, h = h_kv * p.group + pr % p.group;
+    int rem;
+    const int i = div_by(p.group_div, pr, rem);  // pr >= 0: row0 is 0 or a row tile's first row here
+    if (pr >= p.packed_rows || (kRaggedQ && i >= e.seq_q)) continue;
+    const int h = h_kv * p.group + rem;
     p.lse_partial[partial_row(p, split, b, h, i)] = neg_inf();
   }
 }
@@ -211,9 +214,11 @@ __device__ __forceinline__ ThreadRows thread_rows(const SdpaParams& p, const Bat
   for (int r = 0; r < 2; ++r) {
     const int pr = first + 8 * r;
     // A masked grid of the Hopper engine starts its first row tile at a negative row (its partial tile first).
-    rows.exists[r] = (!kMask || pr >= 0) && pr < p.packed_rows && (!kRaggedQ || pr / p.group < e.seq_q);
-    rows.i[r] = rows.exists[r] ? pr / p.group : 0;
-    rows.h[r] = h_kv * p.group + (rows.exists[r] ? pr % p.group : 0);
+    int rem;
+    const int i = div_by(p.group_div, max(pr, 0), rem);
+    rows.exists[r] = (!kMask || pr >= 0) && pr < p.packed_rows && (!kRaggedQ || i < e.seq_q);
+    rows.i[r] = rows.exists[r] ? i : 0;
+    rows.h[r] = h_kv * p.group + (rows.exists[r] ? rem : 0);
     rows.live[r] = rows.exists[r] && rows.i[r] < e.seq_q;
     rows.key_hi[r] = e.kv_limit;
     rows.key_lo[r] = 0;

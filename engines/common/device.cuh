@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/block_scale.h"
+#include "common/fast_div.h"
 #include "common/params.h"
 
 namespace rime_dev {

@@ -57,6 +57,11 @@ enum : int { one_consumer = 1, two_consumers = 2, three_consumers = 3 };
 }  // namespace rime_names
 #endif
 
+// n / d by a multiply and a shift for a divisor d fixed at plan time (common/fast_div.h computes and applies it).
+struct FastDiv {
+  unsigned int d, mul, shift;
+};
+
 struct SdpaParams {
   const void* q;
   const void* k;
@@ -106,6 +111,7 @@ struct SdpaParams {
   // descale_q / k / v of (batch b, kv head h_kv) are element b * stride[0] + h_kv * stride[1]: a per-(batch, kv
   // head) scale's strides, 0 and 0 for a per-tensor one, so that one kernel serves both (read once per work tile).
   int descale_q_stride[2], descale_k_stride[2], descale_v_stride[2];
+  FastDiv group_div, h_kv_div, b_div;  // group, H_kv and B, for the kernels' divisions by them
 };
 
 struct CombineParams {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "combine/stage.hpp"
+#include "common/fast_div.h"
 
 namespace rime::engines {
 
@@ -167,6 +168,9 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.group = static_cast<int>(f.group);
   p.S_q = static_cast<int>(f.S_q);
   p.S_kv = static_cast<int>(f.S_kv);
+  p.group_div = fast_div_of(static_cast<unsigned>(p.group));
+  p.h_kv_div = fast_div_of(static_cast<unsigned>(p.H_kv));
+  p.b_div = fast_div_of(static_cast<unsigned>(p.B));
   p.packed_rows = static_cast<int>(c.derived.packed_rows);
   p.num_splits = c.decision.split_kv;
   p.attn_scale = f.attn_scale;

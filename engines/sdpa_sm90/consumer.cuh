@@ -41,9 +41,11 @@ __device__ __forceinline__ void load_q(const SdpaParams& p, const Work& w, u8* s
     const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
     // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end. A masked
     // grid's first row tile starts at a negative row (grid_work).
+    int rem;
+    const int pi = div_by(p.group_div, max(pr, 0), rem);
     const bool ok = (!kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
-                    ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
-    const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
+                    ((kFeatures & RIME_F_RAGGED_Q) == 0 || pi < ext.seq_q);
+    const int i = ok ? pi : 0, h = h_kv * p.group + (ok ? rem : 0);
     const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
     const int byte = ch * 16;
     cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);

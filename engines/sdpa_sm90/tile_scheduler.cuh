@@ -38,21 +38,28 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
       // Measured (H200, A/B of 3 and 5 rounds): FP8 causal B4 H32 S4096 0.983x-0.992x the time, BF16 0.983x; with
       // per-batch lengths (padded, ragged, paged) the highest row tile is not the heaviest one, and the padded
       // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf-history.md).
+      // The launch index is x + nq (y + H_kv z), x < nq, so its group of kGroup slices and its place r in the
+      // group's nq x kGroup CTAs come from the slice index y + H_kv z by shifts; only the last group, with fewer
+      // slices, divides (its CTAs alone). The slice's (kv head, batch, split) by SdpaParams' divisors.
       constexpr int kGroup = 4;
-      const int nq = gridDim.x, slices = gridDim.y * gridDim.z;
-      const int linear = blockIdx.x + nq * (blockIdx.y + gridDim.y * blockIdx.z);
-      const int group = linear / (nq * kGroup), r = linear % (nq * kGroup);
-      const int in_group = min(kGroup, slices - group * kGroup);
-      const int slice = group * kGroup + r % in_group;
-      q_tile = nq - 1 - r / in_group;
-      h_kv = slice % gridDim.y;
-      b = slice / gridDim.y % p.B;
-      split = slice / gridDim.y / p.B;
+      const unsigned nq = gridDim.x, slices = gridDim.y * gridDim.z;
+      const unsigned grid_slice = blockIdx.y + gridDim.y * blockIdx.z;
+      const unsigned group = grid_slice / kGroup, r = blockIdx.x + nq * (grid_slice % kGroup);
+      const unsigned in_group = min(unsigned(kGroup), slices - group * kGroup);
+      int slice;
+      if (in_group == kGroup) {
+        slice = int(group * kGroup + r % kGroup);
+        q_tile = int(nq - 1 - r / kGroup);
+      } else {
+        slice = int(group * kGroup + r % in_group);
+        q_tile = int(nq - 1 - r / in_group);
+      }
+      const int b_split = div_by(p.h_kv_div, slice, h_kv);
+      split = div_by(p.b_div, b_split, b);
     } else {
       q_tile = blockIdx.x;
       h_kv = blockIdx.y;
-      b = blockIdx.z % p.B;
-      split = blockIdx.z / p.B;
+      split = div_by(p.b_div, int(blockIdx.z), b);
     }
     // Masked grids put the partial row tile first (rows from -pad, the pad rows exist nowhere): its keys then end
     // at its own last row instead of the last row tile's S_kv. At the end of the rows, a 192-row tile with 64 live
