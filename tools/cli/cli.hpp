@@ -38,7 +38,14 @@ enum ExitCode : int {
 int exit_code_for(StatusCode code);
 
 // Options every command may have; each command's parser fills what it declares.
+// run --ranks N: the rank a launched process is, with the NCCL unique id its parent made (256 hex digits).
+struct LaunchedRank {
+  int rank = 0, world = 1;
+  std::string id_hex;
+};
+
 struct Options {
+  std::vector<std::string> argv;  // the command line, for run --ranks to start its ranks with
   std::string file;  // empty: the embedded default graph
   bool json = false;
   bool explain = false;
@@ -55,6 +62,8 @@ struct Options {
   std::optional<std::pair<int64_t, int64_t>> kv_lengths;  // --kv-lengths LO:HI
   std::optional<std::pair<int64_t, int64_t>> seq_lengths;  // --seq-lengths LO:HI
   bool no_tuned = false;  // plan / run --no-tuned: the heuristics' choice even where `rime tune` recorded one
+  int ranks = 0;                        // run --ranks N: one process per GPU (ranks_command.cpp)
+  std::optional<LaunchedRank> launched;  // run --launched-rank R:N:ID: one of those processes
   // tune
   bool no_record = false;
   // cache
@@ -94,6 +103,8 @@ int cmd_validate(const Options& opts);
 int cmd_show(const Options& opts);
 int cmd_plan(const Options& opts);
 int cmd_run(const Options& opts);
+// run --ranks N (or one launched rank) on `graph`, the file's graph with --split applied.
+int cmd_run_ranks(const Options& opts, const Graph& graph);
 int cmd_cache(const std::string& action, const Options& opts);
 int cmd_tune(const Options& opts);
 

@@ -109,6 +109,7 @@ int run_command_line(int argc, char** argv) {
   app.set_version_flag("--version", std::string("rime ") + kVersion);
   app.require_subcommand(1, 1);
   Options o;
+  o.argv.assign(argv, argv + argc);
   std::string arch, max_bytes;
   int sms = 0, split = 0;
 
@@ -154,6 +155,26 @@ int run_command_line(int argc, char** argv) {
   run->add_option("--iterations", o.iterations, "timed runs with --bench (default 20)")->check(CLI::Range(1, 100000));
   run->add_option("--inputs", o.inputs_dir, "read input tensors from DIR/<name>.npy (the rest are generated)");
   run->add_option("--save", o.save_dir, "write every input and output to DIR/<name>.npy and DIR/tensors.json");
+  run->add_option("--ranks", o.ranks,
+                  "context parallelism: one process per GPU, K/V split by sequence into N slices, each rank's O and "
+                  "Stats checked against the whole graph (docs/context-parallel.md)")
+      ->check(CLI::Range(1, 64));
+  // What --ranks starts each rank with: RANK:WORLD:ID (the parent's NCCL unique id). Not for users.
+  run->add_option_function<std::string>(
+         "--launched-rank",
+         [&o](const std::string& v) {
+           const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
+           if (b == std::string::npos) throw CLI::ValidationError("--launched-rank", "expected RANK:WORLD:ID");
+           LaunchedRank r;
+           r.rank = std::stoi(v.substr(0, a));
+           r.world = std::stoi(v.substr(a + 1, b - a - 1));
+           r.id_hex = v.substr(b + 1);
+           if (r.world < 1 || r.rank < 0 || r.rank >= r.world)
+             throw CLI::ValidationError("--launched-rank", "rank outside [0, world)");
+           o.launched = r;
+         },
+         "")
+      ->group("");
   const CLI::Validator length_range(
       [](std::string& v) -> std::string {
         const auto range = parse_length_range(v);

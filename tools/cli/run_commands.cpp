@@ -31,6 +31,7 @@ int cmd_run(const Options& opts) {
     (void)pinned.set_op(op);
     graph = pinned;
   }
+  if (opts.ranks > 0 || opts.launched) return cmd_run_ranks(opts, graph);
   if (opts.kv_lengths && !graph.operand(Role::SeqLenKv))
     return report_failure(Status(StatusCode::InvalidArgument,
                                  "--kv-lengths draws seq_len_kv, and the graph binds none (it needs padding_mask)"),

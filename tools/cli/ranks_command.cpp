@@ -1,0 +1,291 @@
+// rime run FILE --ranks N: context parallelism on one host (docs/context-parallel.md). The parent makes an NCCL
+// unique id and starts one process per GPU (this binary again, with --launched-rank r:N:id and CUDA_VISIBLE_DEVICES
+// naming its GPU); each rank joins the communicator, plans its shard of the graph (K/V split by sequence into N
+// equal slices) as a context-parallel plan, runs it on the shard of the inputs every rank draws alike from the
+// seed, and checks the O and Stats it ends with against the CPU reference of the whole graph, then compares them
+// with the single-GPU plan of the whole graph run on the same data on its GPU.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/cli.hpp"
+#include "graph/geometry.hpp"
+#include "rime/plan.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/nccl.hpp"
+#include "testing/trial.hpp"
+
+namespace rime::cli {
+namespace {
+
+Status invalid(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+// A graph without an op or a rank-4 K: validate() says what is wrong with it.
+Status invalid_graph(const Graph& g) {
+  Status s = validate(g);
+  return s.ok() ? Status(StatusCode::InvalidGraph, "--ranks needs an SDPA op with a rank-4 K") : s;
+}
+
+// The graph a rank plans: K and V (and seq_len_kv) its slice of every sequence's keys. Dense K/V only, in BHSD or
+// BSHD, with S_kv a multiple of the ranks: the slices are then equal, and every rank's plan makes the same split_kv
+// choice, which the all-gather needs (docs/context-parallel.md).
+Result<Graph> shard_graph(const Graph& g, int world) {
+  const std::optional<SdpaOp>& op = g.op();
+  if (!op) return invalid_graph(g);
+  if (g.operand(Role::PageTable) || g.operand(Role::CuSeqlensKv))
+    return invalid("--ranks shards dense K/V by sequence; paged and ragged K/V are not sharded by the launcher yet");
+  const TensorDesc* k = g.operand(Role::K);
+  if (!k || k->dims.size() != 4) return invalid_graph(g);
+  const int64_t s_kv = k->dims[2];
+  if (s_kv % world != 0)
+    return invalid(fmt::format("--ranks {}: S_kv {} (K's dims[2]) is not a multiple of the ranks, so the shards would "
+                               "differ in length (and in their split_kv)", world, s_kv));
+  Graph out(g.name());
+  for (TensorDesc t : g.tensors()) {
+    if (t.uid == k->uid || t.uid == g.operand(Role::V)->uid) {
+      const Layout layout = classify_layout(t.dims, t.strides);
+      if (layout != Layout::Bhsd && layout != Layout::Bshd)
+        return invalid(fmt::format("--ranks shards K and V stored as BHSD or BSHD; {} is {}", t.name, to_string(layout)));
+      t.dims[2] = s_kv / world;
+      t.strides = layout == Layout::Bhsd ? TensorDesc::packed_strides(t.dims) : TensorDesc::bshd_strides(t.dims);
+    }
+    out.add_tensor(t);
+  }
+  if (Status s = out.set_op(*op); !s.ok()) return s;
+  return out;
+}
+
+// Rank r's inputs from the whole graph's: the keys [r x S, (r + 1) x S) of K and V, S = S_kv / world, and each
+// sequence's length within the slice.
+testing::TrialInputs shard_inputs(const Graph& whole, const Graph& shard, const testing::TrialInputs& in, int rank) {
+  testing::TrialInputs out = in;
+  for (Role role : {Role::K, Role::V}) {
+    const TensorDesc& from = *whole.operand(role);
+    const TensorDesc& to = *shard.operand(role);
+    const int64_t elem = bits_of(from.dtype) / 8, row = to.dims[3] * elem, s0 = int64_t{rank} * to.dims[2];
+    const std::vector<uint8_t>& src = in.tensors.at(from.uid);
+    std::vector<uint8_t>& dst = out.tensors[to.uid];
+    dst.assign(static_cast<size_t>(tensor_storage_bytes(to)), 0);
+    for (int64_t b = 0; b < to.dims[0]; ++b)
+      for (int64_t h = 0; h < to.dims[1]; ++h)
+        for (int64_t s = 0; s < to.dims[2]; ++s)
+          std::memcpy(dst.data() + (b * to.strides[0] + h * to.strides[1] + s * to.strides[2]) * elem,
+                      src.data() + (b * from.strides[0] + h * from.strides[1] + (s0 + s) * from.strides[2]) * elem,
+                      static_cast<size_t>(row));
+  }
+  if (const TensorDesc* lens = shard.operand(Role::SeqLenKv)) {
+    const int64_t slice = shard.operand(Role::K)->dims[2];
+    std::vector<uint8_t>& bytes = out.tensors[lens->uid];
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      int32_t len;
+      std::memcpy(&len, bytes.data() + i, 4);
+      len = static_cast<int32_t>(std::clamp<int64_t>(len - rank * slice, 0, slice));
+      std::memcpy(bytes.data() + i, &len, 4);
+    }
+  }
+  return out;
+}
+
+std::string hex_of(const nccl::UniqueId& id) {
+  std::string s;
+  for (char c : id.internal) s += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  return s;
+}
+
+bool id_of(const std::string& hex, nccl::UniqueId& id) {
+  if (hex.size() != 2 * sizeof(id.internal)) return false;
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    char* end = nullptr;
+    const std::string byte = hex.substr(2 * i, 2);
+    const unsigned long v = std::strtoul(byte.c_str(), &end, 16);
+    if (end != byte.c_str() + 2) return false;
+    id.internal[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+// One rank: join, plan, run, check. Prints lines prefixed "rank r:"; returns the exit code.
+int run_rank(const Options& opts, const Graph& whole, const Graph& shard, const LaunchedRank& me) {
+  const std::string source = source_of(opts);
+  const std::string who = fmt::format("rank {}", me.rank);
+  auto fail = [&](const Status& s) { return report_failure(Status(s.code(), who + ": " + s.message()), opts, source); };
+  nccl::UniqueId id{};
+  if (!id_of(me.id_hex, id)) return fail(invalid("--launched-rank: the NCCL id is not 256 hex digits"));
+  if (!nccl::api()) return fail(nccl::load_status());
+  if (Status s = driver::ensure_context(); !s.ok()) return fail(s);
+  nccl::Comm comm = nullptr;
+  if (Status s = nccl::check(nccl::api()->ncclCommInitRank(&comm, me.world, id, me.rank), "ncclCommInitRank"); !s.ok())
+    return fail(s);
+  struct CommGuard {
+    nccl::Comm c;
+    ~CommGuard() { nccl::api()->ncclCommDestroy(c); }
+  } guard{comm};
+  PlanOptions cp_options;
+  cp_options.use_tuned = !opts.no_tuned;
+  cp_options.context_parallel = ContextParallel{comm, me.rank, me.world};
+  PlanOptions single_options;
+  single_options.use_tuned = !opts.no_tuned;
+  Result<Plan> single = Plan::build(whole, single_options);
+  if (!single.ok()) return fail(single.status());
+  Result<Plan> cp = Plan::build(shard, cp_options);
+  if (!cp.ok()) return fail(cp.status());
+  const Config& c = cp->config();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  fmt::print("{}: GPU {} ({}), shard of {} keys: row {}, tile {}x{}, split_kv {} (x {} ranks); single GPU: split_kv "
+             "{}\n",
+             who, visible ? visible : "0", cp->facts().device.name, shard.operand(Role::K)->dims[2],
+             c.decision.row_id, c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, me.world,
+             single->config().decision.split_kv);
+
+  const testing::TrialInputs inputs = testing::make_inputs(whole, opts.seed);
+  testing::TrialOptions run;
+  run.check = false;
+  run.timing_iterations = opts.bench ? opts.iterations : 0;
+  // Every rank executes its plan the same number of times (the all-gather is collective).
+  Result<testing::TrialReport> cp_run = testing::run_trial(cp.value(), shard_inputs(whole, shard, inputs, me.rank), run);
+  if (!cp_run.ok()) return fail(cp_run.status());
+  Result<testing::TrialReport> single_run = testing::run_trial(single.value(), inputs, run);
+  if (!single_run.ok()) return fail(single_run.status());
+
+  int rc = kExitOk;
+  if (!opts.no_check) {
+    testing::TrialOptions check;
+    const testing::TrialReport r = testing::check_outputs(whole, single->facts(), inputs, cp_run->outputs, check);
+    fmt::print("{}: check: {} ({} rows of the whole graph vs the CPU reference; O max abs err {:.4g}, rel L2 {:.3g}, {} "
+               "outside; LSE max abs err {:.3g})\n",
+               who, r.passed ? "PASSED" : "FAILED", r.rows_checked, r.o_max_abs_err, r.o_rel_l2, r.elements_outside,
+               r.lse_max_abs_err);
+    for (const std::string& f : r.failures) fmt::print("{}:   {}\n", who, f);
+    if (!r.passed) rc = kExitCheckFailed;
+  }
+  // Against the single-GPU plan on the same data: the same bytes when both merge the same partials in the same
+  // order (the single plan's split_kv = world x the shard's), else within the check's tolerance.
+  const TensorDesc& o = *whole.operand(Role::O);
+  const std::vector<uint8_t>& a = cp_run->outputs.at(o.uid);
+  const std::vector<uint8_t>& b = single_run->outputs.at(o.uid);
+  fmt::print("{}: O {} the single-GPU plan's bytes\n", who, a == b ? "equals" : "differs from");
+  if (opts.bench)
+    fmt::print("{}: bench: median {:.4f} ms with the all-gather over {} runs; the single-GPU plan {:.4f} ms: {:.2f}x\n",
+               who, cp_run->median_ms, opts.iterations, single_run->median_ms,
+               single_run->median_ms / std::max(cp_run->median_ms, 1e-9));
+  return rc;
+}
+
+// The GPU that rank r's process sees: entry r of the caller's CUDA_VISIBLE_DEVICES, or ordinal r.
+std::string visible_device(int rank) {
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!env || !*env) return std::to_string(rank);
+  std::vector<std::string> list;
+  std::string item;
+  for (const char* p = env;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      list.push_back(item);
+      item.clear();
+      if (*p == '\0') break;
+    } else {
+      item += *p;
+    }
+  }
+  return rank < static_cast<int>(list.size()) ? list[static_cast<size_t>(rank)] : std::string();
+}
+
+}  // namespace
+
+int cmd_run_ranks(const Options& opts, const Graph& whole) {
+  const std::string source = source_of(opts);
+  if (opts.json) return report_failure(invalid("--ranks prints each rank's lines; --json is not offered with it"), opts, source);
+  if (!opts.inputs_dir.empty() || !opts.save_dir.empty() || opts.kv_lengths || opts.seq_lengths || opts.check_indices)
+    return report_failure(invalid("--ranks draws its inputs from --seed; --inputs, --save, --kv-lengths, "
+                                  "--seq-lengths and --check-indices are not offered with it"),
+                          opts, source);
+  const int world = opts.launched ? opts.launched->world : opts.ranks;
+  Result<Graph> shard = shard_graph(whole, world);
+  if (!shard.ok()) return report_failure(shard.status(), opts, source);
+  if (opts.launched) return run_rank(opts, whole, shard.value(), *opts.launched);
+
+  // The parent: what it can say without GPUs, then one process per GPU.
+  Result<DeviceChoice> dev = choose_device(opts);
+  if (!dev.ok()) return report_failure(dev.status(), opts, source);
+  int gpus = 0;
+  if (dev->has_gpu) driver::api()->cuDeviceGetCount(&gpus);
+  if (!dev->has_gpu || dev->overridden) {
+    // No GPU to run on (or --arch / --sms describe another): rank 0's plan for the described device, not executed.
+    PlanOptions options;
+    options.device = dev->device;
+    options.context_parallel = ContextParallel{nullptr, 0, world};
+    Result<Plan> plan = Plan::build(shard.value(), options);
+    if (!plan.ok()) return report_failure(plan.status(), opts, source);
+    const Config& c = plan->config();
+    fmt::print("rank 0 of {}: shard of {} keys: row {}, tile {}x{}, split_kv {}, for {}\n", world,
+               shard->operand(Role::K)->dims[2], c.decision.row_id, c.decision.tile.q, c.decision.tile.kv,
+               c.decision.split_kv, plan->facts().device.arch_name());
+    fmt::print("execution skipped: {}\n",
+               dev->has_gpu ? "the plan is not for this GPU (see --arch)" : driver::load_status().message());
+    return kExitOk;
+  }
+  if (gpus < world)
+    return report_failure(invalid(fmt::format("--ranks {} needs {} GPUs, one per rank; this machine has {}", world,
+                                              world, gpus)),
+                          opts, source);
+  if (!nccl::api()) return report_failure(nccl::load_status(), opts, source);
+  nccl::UniqueId id{};
+  if (Status s = nccl::check(nccl::api()->ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok())
+    return report_failure(s, opts, source);
+  const std::string id_hex = hex_of(id);
+  std::vector<pid_t> children;
+  int rc = kExitOk;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> args = opts.argv;
+    args.push_back("--launched-rank");
+    args.push_back(fmt::format("{}:{}:{}", r, world, id_hex));
+    const std::string device = visible_device(r);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // The child: this binary again, seeing its own GPU; the rest of the environment (NCCL_NVLS_ENABLE,
+      // RIME_NCCL_LIBRARY, the cache) as the parent's.
+      setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
+      std::vector<char*> cargs;
+      for (std::string& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      fmt::print(stderr, "rime: rank {}: execv(/proc/self/exe): {}\n", r, std::strerror(errno));
+      _exit(kExitInternal);
+    }
+    if (pid < 0) {
+      fmt::print(stderr, "rime: fork for rank {}: {}\n", r, std::strerror(errno));
+      rc = kExitInternal;
+      break;
+    }
+    children.push_back(pid);
+  }
+  // A rank that fails leaves the others waiting in the collectives: stop them.
+  size_t running = children.size();
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    --running;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitInternal;
+    if (code != kExitOk) {
+      if (rc == kExitOk) rc = code;
+      for (pid_t other : children)
+        if (other != pid) kill(other, SIGTERM);
+    }
+  }
+  if (rc == kExitOk && children.size() == static_cast<size_t>(world))
+    fmt::print("context parallel: {} ranks passed\n", world);
+  else if (!children.empty())
+    fmt::print("context parallel: failed (exit {})\n", rc);
+  return rc;
+}
+
+}  // namespace rime::cli
