@@ -140,11 +140,11 @@ int run_rank(const Options& opts, const Graph& whole, const Graph& shard, const 
   if (!cp.ok()) return fail(cp.status());
   const Config& c = cp->config();
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  fmt::print("{}: GPU {} ({}), shard of {} keys: row {}, tile {}x{}, split_kv {} (x {} ranks); single GPU: split_kv "
-             "{}\n",
+  fmt::print("{}: GPU {} ({}), shard of {} keys: row {}, tile {}x{}, split_kv {} on each of {} rank{}; single GPU: "
+             "split_kv {}\n",
              who, visible ? visible : "0", cp->facts().device.name, shard.operand(Role::K)->dims[2],
              c.decision.row_id, c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, me.world,
-             single->config().decision.split_kv);
+             me.world == 1 ? "" : "s", single->config().decision.split_kv);
 
   const testing::TrialInputs inputs = testing::make_inputs(whole, opts.seed);
   testing::TrialOptions run;
