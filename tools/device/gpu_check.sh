@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch).
 # Every step runs under a time limit of its own, so that a hang costs its limit and not the session.
-#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|python]...
+#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|ranks|python]...
 #   build      configure and build here (16 cores: ~1 minute from a bare checkout), into build/
 #   smoke      `rime run` of every example and the D 256 bench graphs
 #   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
@@ -16,6 +16,8 @@
 #              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`),
 #              RIME_ORACLE_TIMEOUT its limit in seconds (560)
 #   tune       `rime tune` of two graphs, their plans' explanations (tuned), `rime cache ls`, `cache clear --tuned`
+#   ranks      `rime run --ranks N --bench` (context parallelism, one process per GPU) on the dense decode graphs, N
+#              every GPU of the machine (RIME_RANKS to choose): each rank against the whole graph's reference
 #   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
 #              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
@@ -105,6 +107,11 @@ for step in $steps; do
       timeout "${RIME_ORACLE_TIMEOUT:-560}" "$root/build/rime_oracle" --commit "${RIME_COMMIT:?heuristics: set RIME_COMMIT to the commit of the tree}" \
         ${RIME_ORACLE_SHAPES:+--shapes "$RIME_ORACLE_SHAPES"} > "$out/oracle.csv" 2> "$out/oracle.log"
       echo "oracle: exit $?, $(($(wc -l < "$out/oracle.csv") - 1)) rows"; tail -3 "$out/oracle.log" ;;
+    ranks)
+      n=${RIME_RANKS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+      for f in "$root/examples/fp8_decode_gqa.json" "$root/tools/bench/graphs/bf16_decode_b8_h32g8_skv32768.json"; do
+        timeout 180 "$bin/rime" run "$f" --ranks "${n:-1}" --bench; echo "[ranks $n exit $?] $(basename "$f")"
+      done 2>&1 | tee "$out/ranks.log" ;;
     tune)
       # rime tune end to end: time and record two graphs, plan them (the explanation says tuned), list, clear.
       export RIME_CACHE_DIR=/tmp/rime-tune-cache
