@@ -29,22 +29,17 @@ namespace {
 
 Status invalid(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
 
-// A graph without an op or a rank-4 K: validate() says what is wrong with it.
-Status invalid_graph(const Graph& g) {
-  Status s = validate(g);
-  return s.ok() ? Status(StatusCode::InvalidGraph, "--ranks needs an SDPA op with a rank-4 K") : s;
-}
-
 // The graph a rank plans: K and V (and seq_len_kv) its slice of every sequence's keys. Dense K/V only, in BHSD or
 // BSHD, with S_kv a multiple of the ranks: the slices are then equal, and every rank's plan makes the same split_kv
 // choice, which the all-gather needs (docs/context-parallel.md).
 Result<Graph> shard_graph(const Graph& g, int world) {
+  if (Status s = validate(g); !s.ok()) return s;  // then the op, K and V exist, of rank 4
   const std::optional<SdpaOp>& op = g.op();
-  if (!op) return invalid_graph(g);
+  const TensorDesc* k = g.operand(Role::K);
+  if (!op || !k || k->dims.size() != 4 || !g.operand(Role::V))
+    return Status(StatusCode::InvalidGraph, "--ranks needs an SDPA op with rank-4 K and V");
   if (g.operand(Role::PageTable) || g.operand(Role::CuSeqlensKv))
     return invalid("--ranks shards dense K/V by sequence; paged and ragged K/V are not sharded by the launcher yet");
-  const TensorDesc* k = g.operand(Role::K);
-  if (!k || k->dims.size() != 4) return invalid_graph(g);
   const int64_t s_kv = k->dims[2];
   if (s_kv % world != 0)
     return invalid(fmt::format("--ranks {}: S_kv {} (K's dims[2]) is not a multiple of the ranks, so the shards would "
