@@ -5,16 +5,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdlib>
 
 #include "catch.hpp"
 #include "combine/stage.hpp"
+#include "graph_builder.hpp"
+#include "plan/context_parallel.hpp"
 #include "common/sdpa_params.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
 #include "runtime/nccl.hpp"
 #include "test_paths.hpp"
+#include "testing/reference/sdpa.hpp"
+#include "testing/trial.hpp"
 
 using namespace rime;
 using nlohmann::json;
@@ -150,4 +157,82 @@ TEST_CASE("NCCL that does not load is a CudaError naming where rime looked and h
   CHECK(s.message().find(std::string("dlopen ") + path) != std::string::npos);
   CHECK(s.message().find("set RIME_NCCL_LIBRARY") != std::string::npos);
   CHECK(nccl::version() == 0);
+}
+
+TEST_CASE("prefill's zig-zag ring: every visible chunk pair once, the same work on every rank", "[context_parallel]") {
+  for (bool causal : {true, false})
+    for (int world = 1; world <= 8; ++world) {
+      INFO("world " << world << (causal ? ", causal" : ""));
+      std::vector<std::vector<int>> taken(2 * world, std::vector<int>(2 * world, 0));
+      for (int rank = 0; rank < world; ++rank) {
+        int full = 0, diagonal = 0;
+        for (const context_parallel::RingPair& p : context_parallel::ring_schedule(rank, world, causal)) {
+          // The pair's Q chunk is this rank's, its K/V chunk is held by the rank the ring passes at that step.
+          CHECK(p.kv_rank == ((rank - p.step) % world + world) % world);
+          const std::array<int, 2> mine = context_parallel::zigzag_chunks(rank, world);
+          const std::array<int, 2> held = context_parallel::zigzag_chunks(p.kv_rank, world);
+          CHECK((p.q_chunk == mine[0] || p.q_chunk == mine[1]));
+          CHECK((p.kv_chunk == held[0] || p.kv_chunk == held[1]));
+          CHECK(p.causal == (causal && p.q_chunk == p.kv_chunk));
+          ++taken[p.q_chunk][p.kv_chunk];
+          (p.causal ? diagonal : full) += 1;
+        }
+        CHECK(full == (causal ? 2 * world - 1 : 4 * world));
+        CHECK(diagonal == (causal ? 2 : 0));
+      }
+      // Every pair a causal mask leaves visible (all of them without one) exactly once; the others never.
+      for (int q = 0; q < 2 * world; ++q)
+        for (int kv = 0; kv < 2 * world; ++kv) CHECK(taken[q][kv] == (!causal || kv <= q ? 1 : 0));
+    }
+}
+
+TEST_CASE("prefill's zig-zag ring: the ranks' partials merge to the whole graph's attention (CPU reference)",
+          "[context_parallel]") {
+  for (bool causal : {true, false})
+    for (int world : {1, 2, 3, 4}) {
+      INFO("world " << world << (causal ? ", causal" : ""));
+      const int64_t chunk = 3, S = 2 * world * chunk, H = 2, D = 16;
+      Graph g("ring");
+      test::TensorAdder add{g};
+      SdpaOperands io;
+      io.q = add("Q", {1, H, S, D}, DataType::BF16);
+      io.k = add("K", {1, H, S, D}, DataType::BF16);
+      io.v = add("V", {1, H, S, D}, DataType::BF16);
+      io.o = add("O", {1, H, S, D}, DataType::BF16, true);
+      SdpaAttributes a;
+      a.causal = causal;
+      REQUIRE(g.sdpa(io, a, "attn").ok());
+      Result<Facts> f = analyze(g, DeviceDesc::h200());
+      REQUIRE(f.ok());
+      const testing::TrialInputs in = testing::make_inputs(g, 11 + world);
+      double worst = 0;
+      int rows = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        const std::vector<context_parallel::RingPair> pairs = context_parallel::ring_schedule(rank, world, causal);
+        for (int q_chunk : context_parallel::zigzag_chunks(rank, world))
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = q_chunk * chunk; i < (q_chunk + 1) * chunk; ++i) {
+              // The row's partials, one per pair of its Q chunk, each over its K/V chunk's keys under the whole
+              // graph's mask; what a pair's own plan masks must be the same keys: all of the chunk for a full
+              // pair, those up to the row's own position within it for the diagonal one.
+              std::vector<reference::RowResult> parts;
+              for (const context_parallel::RingPair& p : pairs) {
+                if (p.q_chunk != q_chunk) continue;
+                const reference::KvRange keys{p.kv_chunk * chunk, (p.kv_chunk + 1) * chunk};
+                const reference::KvRange seen = reference::unmasked_keys(g, f.value(), in.tensors, 0, i);
+                const int64_t lo = std::max(seen.first, keys.first), hi = std::min(seen.last, keys.last);
+                CHECK(lo == keys.first);
+                CHECK(hi == (p.causal ? i + 1 : keys.last));
+                parts.push_back(reference::attention_row(g, f.value(), in.tensors, 0, h, i, &keys));
+              }
+              const reference::RowResult merged = reference::combine_rows(parts, nullptr);
+              const reference::RowResult whole = reference::attention_row(g, f.value(), in.tensors, 0, h, i);
+              for (int64_t d = 0; d < D; ++d) worst = std::max(worst, std::abs(merged.o[d] - whole.o[d]));
+              CHECK(merged.lse == Approx(whole.lse).margin(1e-12));
+              ++rows;
+            }
+      }
+      CHECK(rows == H * S);  // every row of the sequence, on the rank holding its chunk
+      CHECK(worst < 1e-12);
+    }
 }

@@ -67,4 +67,19 @@ Status all_gather(const Facts& f, const Config& c, void* workspace, void* comm, 
   return nccl::check(e, "ncclGroupEnd");
 }
 
+std::array<int, 2> zigzag_chunks(int rank, int world) { return {rank, 2 * world - 1 - rank}; }
+
+std::vector<RingPair> ring_schedule(int rank, int world, bool causal) {
+  std::vector<RingPair> out;
+  for (int step = 0; step < world; ++step) {
+    const int kv_rank = ((rank - step) % world + world) % world;
+    for (int q : zigzag_chunks(rank, world))
+      for (int kv : zigzag_chunks(kv_rank, world)) {
+        if (causal && kv > q) continue;  // every key of the chunk is after every row of the Q chunk
+        out.push_back(RingPair{step, kv_rank, q, kv, causal && kv == q});
+      }
+  }
+  return out;
+}
+
 }  // namespace rime::context_parallel

@@ -5,7 +5,9 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <optional>
+#include <vector>
 
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
@@ -27,5 +29,24 @@ Status check_communicator(const ContextParallel& options, int device_ordinal);
 // Queues on `stream` the all-gather of every rank's partials into every rank's workspace (in place: rank r's
 // split_kv slots of o_partial and lse_partial to the same slots everywhere), in one NCCL group.
 Status all_gather(const Facts& facts, const Config& config, void* workspace, void* comm, CUstream stream);
+
+// Prefill's ring (docs/context-parallel.md), as a schedule: Q, K and V are cut by sequence into 2 x world chunks of
+// equal length, and rank r holds chunks r and 2 x world - 1 - r (the zig-zag order). At step t (0 .. world - 1) rank r
+// holds the K/V chunks of rank (r - t) mod world; each of its two Q chunks takes each of those K/V chunks that a
+// causal mask leaves visible: a K/V chunk before the Q chunk in full, the same chunk under the causal mask (the chunks
+// are equal and aligned, so the mask within the pair is the plain causal one and no key offset is needed), a later
+// one not at all. Without a causal mask every pair is taken in full. Every rank then does the same work: 2 x world - 1
+// full pairs and 2 diagonal ones under a causal mask, 4 x world full pairs without.
+struct RingPair {
+  int step = 0;      // the ring step: the K/V held are those of rank kv_rank = (rank - step) mod world
+  int kv_rank = 0;
+  int q_chunk = 0;   // the Q chunk's index among the 2 x world of the sequence
+  int kv_chunk = 0;  // the K/V chunk's
+  bool causal = false;  // the diagonal pair: the causal mask within it; else every key of the K/V chunk
+};
+// The sequence chunks rank `rank` holds (zig-zag): {rank, 2 world - 1 - rank}.
+std::array<int, 2> zigzag_chunks(int rank, int world);
+// Rank `rank`'s pairs in ring order (step by step; within a step, by Q chunk then K/V chunk).
+std::vector<RingPair> ring_schedule(int rank, int world, bool causal);
 
 }  // namespace rime::context_parallel
