@@ -27,3 +27,13 @@ def write_or_check(doc, script, lines, check, regenerate):
     with open(doc, "w") as f:
         f.write(fresh)
     return 0
+
+
+def emit(lines, update, check, script, regenerate):
+    """A report script's last step: print `lines` when neither --update nor --check names a doc, else write or check
+    that doc's generated part (write_or_check; "{doc}" in `regenerate` names it). Returns the exit status."""
+    doc = update or check
+    if not doc:
+        print("\n".join(lines))
+        return 0
+    return write_or_check(doc, script, lines, check, regenerate.replace("{doc}", doc))

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from generated_doc import write_or_check
+from generated_doc import emit
 
 WITHIN, WORST = 1.05, 1.15
 
@@ -161,13 +161,8 @@ def main(argv):
         os.unlink(f.name)
     elif args.decisions:
         decisions = load_decisions(args.decisions)
-    lines = report(rows, decisions)
-    doc = args.update or args.check
-    if not doc:
-        print("\n".join(lines))
-        return 0
-    return write_or_check(doc, "heuristics_report.py", lines, args.check,
-                          f"tools/bench/heuristics_report.py ... --update {doc}")
+    return emit(report(rows, decisions), args.update, args.check, "heuristics_report.py",
+                "tools/bench/heuristics_report.py ... --update {doc}")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

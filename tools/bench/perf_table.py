@@ -16,7 +16,7 @@ import csv
 import re
 import sys
 
-from generated_doc import write_or_check
+from generated_doc import emit
 
 ANCHOR_NAMES = {"cudnn_fp8": "cuDNN FP8", "torch_cudnn_bf16": "torch cuDNN", "torch_flash_bf16": "torch flash",
                 "copy_fp8": "copy", "copy_bf16": "copy", "rime_dense_causal": "dense causal prefill",
@@ -129,13 +129,8 @@ def main(argv):
     ap.add_argument("--update", metavar="DOC", help="replace the generated part of DOC (docs/perf.md)")
     ap.add_argument("--check", metavar="DOC", help="exit 1 when the generated part of DOC differs")
     args = ap.parse_args(argv)
-    lines = tables(load(args.bench_csv))
-    doc = args.update or args.check
-    if not doc:
-        print("\n".join(lines))
-        return 0
-    return write_or_check(doc, "perf_table.py", lines, args.check,
-                          f"tools/bench/perf_table.py {args.bench_csv} --update {doc}")
+    return emit(tables(load(args.bench_csv)), args.update, args.check, "perf_table.py",
+                f"tools/bench/perf_table.py {args.bench_csv} --update {{doc}}")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
