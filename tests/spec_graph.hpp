@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 
 #include "graph_builder.hpp"
@@ -16,6 +17,7 @@ namespace rime::test {
 struct SpecCase {
   OpKind op = OpKind::SdpaFp8;
   DataType in = DataType::FP8_E4M3;
+  std::optional<DataType> q;  // Q's dtype where it is not `in`: a 16-bit Q over FP8 K/V
   int64_t d_qk = 128, d_v = 128;
   std::string o_format = "FP8_E4M3";  // an O dtype, or NVFP4 / MXFP8
   bool features = false;  // sink, padding, causal, Stats, Amax_O / Amax_S (as the row serves them), scale_o
@@ -23,8 +25,8 @@ struct SpecCase {
   int64_t B = 2, H_q = 4, H_kv = 2, S_q = 128, S_kv = 384;
 
   std::string describe() const {
-    return fmt::format("{} {} D {}/{} -> {}{}", to_string(op), to_string(in), d_qk, d_v, o_format,
-                       features ? " with every feature" : "");
+    return fmt::format("{} {}{} D {}/{} -> {}{}", to_string(op), q ? fmt::format("Q {} over ", to_string(*q)) : "",
+                       to_string(in), d_qk, d_v, o_format, features ? " with every feature" : "");
   }
 };
 
@@ -39,7 +41,7 @@ inline Graph spec_graph(const SpecCase& c) {
   else if (c.o_format == "MXFP8") o_type = DataType::FP8_E4M3, block = 32;
   else o_type = parse_data_type(c.o_format).value_or(DataType::BF16);
 
-  const int64_t q = add("Q", {c.B, c.H_q, c.S_q, c.d_qk}, c.in), k = add("K", {c.B, c.H_kv, c.S_kv, c.d_qk}, c.in),
+  const int64_t q = add("Q", {c.B, c.H_q, c.S_q, c.d_qk}, c.q.value_or(c.in)), k = add("K", {c.B, c.H_kv, c.S_kv, c.d_qk}, c.in),
                 v = add("V", {c.B, c.H_kv, c.S_kv, c.d_v}, c.in), o = add("O", {c.B, c.H_q, c.S_q, c.d_v}, o_type, true);
   std::optional<int64_t> sink, lq, lkv, stats, sf_o;
   SdpaAttributes a;

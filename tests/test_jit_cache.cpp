@@ -90,6 +90,12 @@ namespace {
 // row, input dtype, head dims and tile, the unsplit form with every feature the row serves and the split form
 // (with the combine); for each O format, the plain form. `sampled` keeps one tile, dtype and head-dim pair per
 // row (for the other archs).
+// A row that serves only a 16-bit Q over FP8 K/V gets one: BF16 over E4M3, FP16 over E5M2 (both widenings).
+std::optional<DataType> q16_of(const CapabilityRow& row, DataType in) {
+  if (!row.only_q16_over_fp8_kv) return std::nullopt;
+  return in == DataType::FP8_E5M2 ? DataType::FP16 : DataType::BF16;
+}
+
 std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool sampled) {
   std::vector<KernelSpec> specs;
   // Adds the plan's kernels. Every tile a row lists for a head dim must derive (the rows are what the engines
@@ -124,6 +130,7 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
           test::SpecCase c;
           c.op = row.ops.front();
           c.in = in;
+          c.q = q16_of(row, in);
           c.d_qk = d_qk;
           c.d_v = d_v;
           c.o_format = row.o_formats.front();
@@ -154,6 +161,7 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
       test::SpecCase c;
       c.op = row.ops.front();
       c.in = row.input_dtypes.front();
+      c.q = q16_of(row, c.in);
       c.d_qk = row.head_dims.front().first;
       c.d_v = row.head_dims.front().second;
       c.o_format = o;

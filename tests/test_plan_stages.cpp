@@ -38,13 +38,24 @@ bool has(const std::string& s, const std::string& sub) { return s.find(sub) != s
 
 TEST_CASE("every row parses and every example has a verdict per attention row", "[rows]") {
   const auto& rows = capability_rows();
-  REQUIRE(rows.size() == 6);
+  REQUIRE(rows.size() == 7);
   for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding",
                            "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major", "mxfp8_inputs"}) {
     Facts f = facts_of(example_json(name));
-    CHECK(match(f).size() == 5);  // the combine row is matched only for split plans
+    CHECK(match(f).size() == 6);  // the combine row is matched only for split plans
   }
   CHECK_FALSE(parse_capability_row("{\"id\": 3}").ok());
+  // q16_over_fp8_kv: true, false or "only"; "only" declines an FP8 Q with the reason.
+  const auto only = std::find_if(rows.begin(), rows.end(), [](const CapabilityRow& r) { return r.only_q16_over_fp8_kv; });
+  REQUIRE(only != rows.end());
+  CHECK(only->id == "sdpa_sm90_q16_fp8kv");
+  const RowVerdict v = match_row(*only, facts_of(example_json("fp8_decode_gqa")));
+  CHECK_FALSE(v.accepted);
+  CHECK(v.field == "q16_over_fp8_kv");
+  CHECK(has(v.reason, "Q dtype FP8_E4M3 over K/V dtype FP8_E4M3: the row serves only a 16-bit Q over an FP8 K/V cache"));
+  json bad = json::parse(test::read_text(test::source_dir() + "/rows/sdpa_sm90_q16_fp8kv.json"));
+  bad["q16_over_fp8_kv"] = "sometimes";
+  CHECK_FALSE(parse_capability_row(bad.dump()).ok());
 }
 
 TEST_CASE("analyze derives the facts of SPEC section 7", "[analyze]") {
@@ -232,17 +243,20 @@ TEST_CASE("paged K/V: the facts, and decode and prefill on the Hopper engine thr
   CHECK(has(c->derived.stages[0].spec.name_expression, "balanced, one_consumer>"));
   CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{2 * 132, 1, 1});
   CHECK_FALSE(c->derived.stages[1].persistent);
-  // A BF16 Q over the same FP8 cache runs on the mma.sync engine (the Hopper row declines a 16-bit Q over FP8 K/V),
-  // on the grid of per-sequence chunks (balanced, that kernel was slower).
+  // A BF16 Q over the same FP8 cache runs on the Hopper row for a 16-bit Q over FP8 K/V: on one consumer the FP8
+  // kernel (its 64 x 128 tile) with Q split into two E4M3 terms, balanced as the FP8 decode.
   {
     json q16 = doc;
     q16["tensors"][0]["dtype"] = "BF16";
     Facts fq = facts_of(q16);
     Result<Config> cq = choose(fq, match(fq));
     REQUIRE(cq.ok());
-    CHECK(cq->decision.row_id == "sdpa_mma_fp8");
-    CHECK_FALSE(cq->derived.stages[0].persistent);
-    CHECK(cq->derived.stages[0].grid[2] == fq.B * cq->decision.split_kv);
+    CHECK(cq->decision.row_id == "sdpa_sm90_q16_fp8kv");
+    CHECK(cq->decision.tile == TileShape{64, 128});
+    CHECK(cq->derived.stages[0].persistent);
+    CHECK(has(cq->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<e4m3, fp32, 128, 128,"));
+    CHECK(has(cq->derived.stages[0].spec.name_expression, "q_bf16"));
+    CHECK(has(cq->derived.stages[0].spec.name_expression, "kv_fp8"));
   }
   // A cache of more than 32768 KV tiles keeps the chunk grid too (the kernel's walk counts in 32 bits).
   {

@@ -19,7 +19,8 @@ int main() {
     std::vector<std::string> ops, dtypes, dims, layouts, tiles, splits;
     for (OpKind k : r.ops) ops.emplace_back(to_string(k));
     for (DataType t : r.input_dtypes) dtypes.emplace_back(to_string(t));
-    if (r.q16_over_fp8_kv) dtypes.emplace_back("FP16/BF16 Q over them");
+    if (r.only_q16_over_fp8_kv) dtypes = {fmt::format("only a FP16/BF16 Q over {}", fmt::join(dtypes, " or "))};
+    else if (r.q16_over_fp8_kv) dtypes.emplace_back("FP16/BF16 Q over them");
     for (const auto& d : r.head_dims) dims.push_back(fmt::format("({}, {})", d.first, d.second));
     for (Layout l : r.layouts) layouts.emplace_back(to_string(l));
     for (const RowTile& t : r.tiles) {

@@ -463,7 +463,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
   const int lane = tid % 32, t = lane % 4;
   float descale_v = 1.f;
   if constexpr (kFp8) descale_v = (kMx ? 1.f : descale_at(p.descale_v, p.descale_v_stride, b, h_kv)) / kPScale;
-  if constexpr ((kFeatures & RIME_F_KV_FP8) != 0)  // FP8 V under a 16-bit Q and P
+  if constexpr (!kFp8 && (kFeatures & RIME_F_KV_FP8) != 0)  // FP8 V under a 16-bit Q and P
     descale_v = descale_at(p.descale_v, p.descale_v_stride, b, h_kv);
   float scale_o = 1.f;
   if constexpr (!kSplit && (kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];

@@ -16,6 +16,21 @@ struct Config {
   static constexpr int kIn = kIn_, kOut = kOut_, kDqk = kDqk_, kDv = kDv_, kFeatures = kFeatures_, kC = kC_;
   static constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   static constexpr int kEB = kFp8 ? 1 : 2;
+  // A 16-bit Q over FP8 K/V (an FP8 KV cache under a BF16/FP16 model, RIME_F_KV_FP8), in one of two forms:
+  //  - kWidenKv (two consumers, prefill): the kernel is the 16-bit one (kIn is Q's type), and the producer widens
+  //    each FP8 K and V tile exactly to Q's type in place, in its 16-bit stage (widen.cuh);
+  //  - kQSplit (one consumer, decode): the kernel is the FP8 one (kIn is K/V's type), and each consumer splits its
+  //    Q rows into two E4M3 terms on a power-of-two scale per row (load_q_split), hi in shared memory and lo in
+  //    registers, so that Q.K^T = hi.K^T + lo.K^T carries Q to about 2^-8 of each value, as its 16-bit type does.
+  //    The widened form moves half the FP8 kernel's bytes per KV tile (64 keys against 128: 16-bit stages of 128
+  //    keys do not fit two CTAs per SM), and a decode's time goes by its tiles: 0.47x of a copy on the H200 where
+  //    the FP8 kernel reaches 0.92x (docs/perf-history.md).
+  static constexpr bool kKvFp8 = (kFeatures & RIME_F_KV_FP8) != 0;
+  static constexpr bool kWidenKv = kKvFp8 && !kFp8;
+  static constexpr bool kQSplit = kKvFp8 && kFp8;
+  static constexpr bool kKvE5m2 = (kFeatures & RIME_F_KV_E5M2) != 0;
+  static constexpr int kQType = !kQSplit ? kIn : (kFeatures & RIME_F_Q_BF16) != 0 ? RIME_T_BF16 : RIME_T_FP16;
+  static_assert(!kQSplit || kC == 1, "Q in two E4M3 terms: the one-consumer (decode) kernel");
   static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   static constexpr int kTileQ = rime_sm90::tile_q(kC);
   static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);
@@ -55,19 +70,23 @@ struct Config {
   // producer warps waiting at the producer's per-tile barrier for it 24% of the time, and the consumers waiting
   // for K and for V^T. So there the first warp only issues loads and the other three transpose, and the raw V
   // stage's release is a barrier of its own (v_empty: the three warps' threads arrive once they have read it).
-  static constexpr bool kIssuerWarp = kFp8 && (kFeatures & RIME_F_PAGED) != 0;
+  // Widened FP8 K/V (kWidenKv) take the issuing warp paged or not: producer.cuh says why.
+  static constexpr bool kIssuerWarp = (kFp8 && (kFeatures & RIME_F_PAGED) != 0) || kWidenKv;
   static constexpr int kTransposeThreads = kIssuerWarp ? 96 : 128;
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of
   // tile j + 1, which waits for both consumers' release of V_(j-1): a chain across the two consumers' turns.
-  static constexpr bool kVDirect = !kFp8 && !kPadding;
+  static constexpr bool kVDirect = !kFp8 && !kPadding && !kWidenKv;
 
   // Named barriers (0 is __syncthreads): the consumers' turns (1 .. kC), the producer warpgroup's own, and each
   // consumer's own (its Q load and its staged epilogue). With two consumers the ids (1, 2; 3; 4, 5) and the turn
   // expressions are those of the kernel before three existed, and its SASS is the same: with other ids and
   // expressions ptxas scheduled the BF16 D 64 specialization differently and it measured 7% slower (A/B, 3 rounds).
   static constexpr int kTurnBar = 1, kProducerBar = kTurnBar + kC, kOwnBar = kProducerBar + 1;
-  static_assert(kOwnBar + kC <= 16, "16 named barriers");
+  // The widening threads' own (kWidenKv, 96 threads): not kProducerBar, which the balanced walk's producer
+  // warpgroup meets at with 128 (tile_scheduler.cuh) while the issuing warp may already be there.
+  static constexpr int kWidenBar = kOwnBar + kC;
+  static_assert(kWidenBar < 16, "16 named barriers");
 
   // Balanced (tile_scheduler.cuh): a CTA walks pieces of a split decode over per-sequence lengths.
   static constexpr bool kBalanced = (kFeatures & RIME_F_BALANCED) != 0;

@@ -27,26 +27,31 @@ struct ConsumerThread {
   u8* sQw;
 };
 
+// Packed row pr of the work's Q: its address (elements of kQEB bytes), and whether it exists. Ragged Q: rows past
+// the sequence's length are other sequences' tokens, or past the tensor's end. A masked grid's first row tile
+// starts at a negative row (grid_work).
+template <class Cfg, int kQEB>
+__device__ __forceinline__ const u8* q_row(const SdpaParams& p, const Work& w, int pr, bool& ok) {
+  int rem;
+  const int pi = div_by(p.group_div, max(pr, 0), rem);
+  ok = (!Cfg::kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
+       ((Cfg::kFeatures & RIME_F_RAGGED_Q) == 0 || pi < w.ext.seq_q);
+  const int i = ok ? pi : 0, h = w.h_kv * p.group + (ok ? rem : 0);
+  return static_cast<const u8*>(p.q) +
+         (i64(w.b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(w.ext.q_tok0 + i) * p.q_stride[2]) * kQEB;
+}
+
 // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
 template <class Cfg>
 __device__ __forceinline__ void load_q(const SdpaParams& p, const Work& w, u8* sQw, int cw, int ctid) {
-  constexpr int kDqk = Cfg::kDqk, kEB = Cfg::kEB, kRow = Cfg::kRow, kFeatures = Cfg::kFeatures;
+  constexpr int kDqk = Cfg::kDqk, kEB = Cfg::kEB, kRow = Cfg::kRow;
   constexpr int kOwnBar = Cfg::kOwnBar;
-  constexpr bool kMaskedRowOrder = Cfg::kMaskedRowOrder;
-  const int b = w.b, h_kv = w.h_kv, row0 = w.row0;
-  const BatchExtent& ext = w.ext;
   const u8* q_base = static_cast<const u8*>(p.q);
   constexpr int kChunks = kDqk * kEB / 16;
   for (int c = ctid; c < 64 * kChunks; c += 128) {
-    const int r = c / kChunks, ch = c % kChunks, pr = row0 + cw * 64 + r;
-    // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end. A masked
-    // grid's first row tile starts at a negative row (grid_work).
-    int rem;
-    const int pi = div_by(p.group_div, max(pr, 0), rem);
-    const bool ok = (!kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
-                    ((kFeatures & RIME_F_RAGGED_Q) == 0 || pi < ext.seq_q);
-    const int i = ok ? pi : 0, h = h_kv * p.group + (ok ? rem : 0);
-    const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
+    const int r = c / kChunks, ch = c % kChunks;
+    bool ok;
+    const u8* src = q_row<Cfg, kEB>(p, w, w.row0 + cw * 64 + r, ok);
     const int byte = ch * 16;
     cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
   }
@@ -54,6 +59,79 @@ __device__ __forceinline__ void load_q(const SdpaParams& p, const Work& w, u8* s
   cp_async_wait<0>();
   fence_proxy_async_shared();
   named_sync(kOwnBar + cw, 128);
+}
+
+// A 16-bit Q over FP8 K/V on the FP8 kernel (Config::kQSplit): this warpgroup's 64 Q rows, each on a power-of-two
+// scale 2^e (its largest magnitude times 2^e in (224, 448]), split into two E4M3 terms: hi = e4m3(q 2^e) into
+// shared memory as an FP8 Q lands, lo = e4m3(q 2^e - hi) into registers as the A fragments of Q.K^T's k steps
+// (q_lo[step]: rows g and g + 8 of the thread's warp, positions 4t .. 4t + 3 and 16 + 4t .. 19 + 4t of the step,
+// the layout pack_p_fp8 writes). hi + lo holds q 2^e to about 2^-8 of its magnitude (each E4M3 term keeps 4
+// significant bits), where one term would keep 2^-4. row_factor: 2^-e of the thread's two rows, which their
+// scores take back. A thread reads exactly the values of its own fragments, so a row's scale is a quad's max.
+template <class Cfg>
+__device__ __forceinline__ void load_q_split(const SdpaParams& p, const Work& w, u8* sQw, int cw, int ctid,
+                                             u32 (&q_lo)[Cfg::kKSteps][4], float (&row_factor)[2]) {
+  constexpr int kKSteps = Cfg::kKSteps, kRow = Cfg::kRow, kQType = Cfg::kQType;
+  const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
+  auto value = [](u32 pair, int half) {  // one of the two 16-bit values of a pair, exactly
+    if constexpr (kQType == RIME_T_BF16) return __uint_as_float(half ? pair & 0xFFFF0000u : pair << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(static_cast<u16>(half ? pair >> 16 : pair & 0xFFFFu)));
+    return f;
+  };
+  u32 raw[2][kKSteps][2][2];  // [row g, g + 8][k step][positions 4t.. / 16 + 4t..][two pairs of values]
+  float amax[2] = {0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    bool ok;
+    const u8* src = q_row<Cfg, 2>(p, w, w.row0 + cw * 64 + warp * 16 + g + 8 * r, ok);
+#pragma unroll
+    for (int step = 0; step < kKSteps; ++step)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint2 v = ok ? *reinterpret_cast<const uint2*>(src + (32 * step + 16 * half + 4 * t) * 2) : make_uint2(0, 0);
+        raw[r][step][half][0] = v.x;
+        raw[r][step][half][1] = v.y;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) amax[r] = fmaxf(amax[r], fabsf(value(e < 2 ? v.x : v.y, e % 2)));
+      }
+  }
+  float mul[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+    int e = 0;
+    if (amax[r] > 0.f && amax[r] <= 3.0e38f) {  // a row of zeros (or one that does not exist) keeps 2^0
+      int ex;
+      frexpf(448.f / amax[r], &ex);  // 448 / amax = m 2^ex, m in [0.5, 1): amax 2^(ex - 1) in (224, 448]
+      e = min(max(ex - 1, -126), 126);
+    }
+    mul[r] = __int_as_float((127 + e) << 23);
+    row_factor[r] = __int_as_float((127 - e) << 23);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int step = 0; step < kKSteps; ++step)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        u32 hi = 0, lo = 0;
+#pragma unroll
+        for (int pr = 0; pr < 2; ++pr) {
+          const float x0 = value(raw[r][step][half][pr], 0) * mul[r], x1 = value(raw[r][step][half][pr], 1) * mul[r];
+          const u16 h = pack2_fp8<RIME_T_E4M3>(x0, x1);
+          float h0, h1;
+          unpack2_e4m3(h, h0, h1);
+          hi |= u32(h) << (16 * pr);
+          lo |= u32(pack2_fp8<RIME_T_E4M3>(x0 - h0, x1 - h1)) << (16 * pr);
+        }
+        const int row = warp * 16 + g + 8 * r, byte = 32 * step + 16 * half + 4 * t;
+        *reinterpret_cast<u32*>(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(row, byte % kRow)) = hi;
+        q_lo[step][2 * half + r] = lo;
+      }
+  fence_proxy_async_shared();  // generic-proxy writes, then the wgmmas' reads
+  named_sync(Cfg::kOwnBar + cw, 128);
 }
 
 // One piece of work: the main loop over its KV tiles, the ghost turns, the epilogue.
@@ -72,7 +150,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   u8* const sK = tiles.k;
   u8* const sV = tiles.v;
   u8* const sVt = tiles.vt;
-  u64* const k_full = ring.k_full;
+  u64* const k_ready = ring.k_ready;  // K landed (widened, for FP8 K/V under a 16-bit Q)
   u64* const k_empty = ring.k_empty;
   u64* const pv_ready = ring.pv_ready;
   u64* const pv_empty = ring.pv_empty;
@@ -88,10 +166,14 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   auto phase_of = [&](int j) {
     return kUnsignedRing ? unsigned(w.base + j) / kStages & 1u : unsigned((w.base + j) / kStages) & 1u;
   };
-  load_q<Cfg>(p, w, sQw, cw, ctid);
+  constexpr bool kQSplit = Cfg::kQSplit;
+  u32 q_lo[kQSplit ? kKSteps : 1][4];  // kQSplit: Q's second E4M3 term, as A fragments (load_q_split)
+  float q_row_factor[2] = {1.f, 1.f};
+  if constexpr (kQSplit) load_q_split<Cfg>(p, w, sQw, cw, ctid, q_lo, q_row_factor);
+  else load_q<Cfg>(p, w, sQw, cw, ctid);
 
   float scale_log2 = p.attn_scale * kLog2e;
-  if constexpr (kFp8)
+  if constexpr (kFp8 || Cfg::kWidenKv)
     scale_log2 *= descale_at(p.descale_q, p.descale_q_stride, b, h_kv) * descale_at(p.descale_k, p.descale_k_stride, b, h_kv);
   const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
 
@@ -133,8 +215,18 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
       if constexpr (kDescFromPointers)
         wgmma_qk<kIn, kN>(s, desc_k_major<kRow>(sQw + q_off),
                           desc_k_major<kRow>(sK + stage_of(j) * kSmem.k_stage_bytes + k_off), kk);
+      else if constexpr (kQSplit)
+        wgmma_qk_hi<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
       else
         wgmma_qk<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
+    }
+    if constexpr (kQSplit) {  // + lo.K^T, into the same accumulator
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        constexpr int kKSub = kN * kRow;
+        const int byte = kk * 32;
+        wgmma_qk_lo<kIn, kN>(s, q_lo[kk], k_stage + u64(((byte / kRow) * kKSub + byte % kRow) >> 4));
+      }
     }
   };
   auto issue_pv = [&](int j) {
@@ -162,6 +254,15 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
   auto softmax = [&](int j, float (&alpha)[2]) {
     const int key0 = (kt_begin + j) * kN;
+    if constexpr (kQSplit) {  // the rows' scores off Q's power-of-two scales
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        s[n][0] *= q_row_factor[0];
+        s[n][1] *= q_row_factor[0];
+        s[n][2] *= q_row_factor[1];
+        s[n][3] *= q_row_factor[1];
+      }
+    }
     float mul = scale_log2;
     if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
 #pragma unroll
@@ -224,7 +325,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
     }
     // Tile 0: S only.
     if constexpr (kC > 1) named_sync(my_bar, 256);
-    mbar_wait(&k_full[stage_of(0)], phase_of(0));
+    mbar_wait(&k_ready[stage_of(0)], phase_of(0));
     wgmma_fence_all();
     issue_qk(0);
     wgmma_commit_group();
@@ -239,7 +340,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
     }
     for (int j = 1; j < n_live; ++j) {
       if constexpr (kC > 1) named_sync(my_bar, 256);
-      mbar_wait(&k_full[stage_of(j)], phase_of(j));
+      mbar_wait(&k_ready[stage_of(j)], phase_of(j));
       wgmma_fence_all();
       issue_qk(j);
       wgmma_commit_group();
@@ -285,7 +386,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
     for (int j = n_live; j < n_tiles; ++j) {
       named_sync(my_bar, 256);
       if (cw != kC - 1 || j + 1 < n_tiles) named_arrive(next_bar, 256);
-      mbar_wait(&k_full[stage_of(j)], phase_of(j));
+      mbar_wait(&k_ready[stage_of(j)], phase_of(j));
       release(&k_empty[stage_of(j)]);
       mbar_wait(&pv_ready[stage_of(j)], phase_of(j));
       release(&pv_empty[stage_of(j)]);
@@ -322,7 +423,7 @@ template <class Cfg>
 __device__ __forceinline__ void consumer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                          const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
   constexpr int kC = Cfg::kC, kTurnBar = Cfg::kTurnBar, kDqk = Cfg::kDqk, kEB = Cfg::kEB;
-  setmaxnreg_inc<rime_sm90::consumer_regs(Cfg::kC, Cfg::kFp8)>();
+  setmaxnreg_inc<rime_sm90::consumer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit)>();
   ConsumerThread me;
   me.cw = wg - 1;             // consumer 0 .. kC - 1
   me.ctid = tid - 128 * wg;  // thread within the consumer warpgroup

@@ -16,7 +16,12 @@
 namespace rime::engines {
 namespace {
 
-int elem_bytes(const Facts& f) { return f.is_fp8 || f.is_mxfp8 ? 1 : 2; }
+// The kernel's element type (its template's kIn): Q's, except for a 16-bit Q over FP8 K/V (row
+// sdpa_sm90_q16_fp8kv) on one consumer (decode), which runs the FP8 kernel with Q split into two E4M3 terms
+// (config.cuh, kQSplit); on two consumers it runs the 16-bit kernel, its K and V widened in the kernel (widen.cuh).
+bool fp8_q(const Facts& f) { return f.is_fp8 && !f.q16_over_fp8_kv(); }
+bool fp8_kernel(const Facts& f, int n_consumers) { return fp8_q(f) || (f.q16_over_fp8_kv() && n_consumers == 1); }
+int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The row's tile for these head dims on n consumer warpgroups, if it lists one.
@@ -74,7 +79,7 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   if (!row_tile(f, row, 3))
     return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
                            f.D_qk, f.D_v)};
-  const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64;
+  const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64, fp8 = fp8_q(f);
   if (f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
   // A causal mask with per-batch lengths (padded, ragged or paged prefill) takes the causal grid's model on the
@@ -82,11 +87,11 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // (ragged, the same lengths) and 0.946x (paged B4 S4096, pages of 64) the time of two on the H200 (3 interleaved
   // rounds each, docs/perf-history.md), where the model predicts 0.95x, 0.95x and 0.94x. Other types and head dims
   // keep two until measured.
-  if (f.mask.causal && f.mask.padding && !(f.is_fp8 && d128))
+  if (f.mask.causal && f.mask.padding && !(fp8 && d128))
     return {2, "two consumer warpgroups (a causal mask with per-batch lengths: three measured only at FP8 D 128)"};
   if (f.mask.causal) {
     const heuristics::CausalGrid grid{f.S_q, f.S_kv, f.group, f.B * f.H_kv, f.mask.bottom_right};
-    const double time_per_pair = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.78 : 0.92);
+    const double time_per_pair = fp8 ? (d64 ? 0.80 : d128 ? 0.95 : 0.96) : (d64 ? 0.78 : 0.92);
     const double two = heuristics::causal_row_tile_cost(grid, f.device.sm_count, {rime_sm90::tile_q(2), 1, 1.0},
                                                         row_tile(f, row, 2)->tile.kv);
     const double three =
@@ -97,7 +102,7 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
     if (three < two) return {3, "three consumer warpgroups: " + costs};
     return {2, "two consumer warpgroups: " + costs};
   }
-  const double time_per_row = f.is_fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.76 : d128 ? 0.94 : 0.96);
+  const double time_per_row = fp8 ? (d64 ? 0.80 : d128 ? 0.92 : 0.95) : (d64 ? 0.76 : d128 ? 0.94 : 0.96);
   const int64_t packed_rows = f.S_q * f.group, batch_heads = f.B * f.H_kv;
   const heuristics::RowTileCost two = heuristics::row_tile_cost(packed_rows, batch_heads, f.device.sm_count,
                                                                 {rime_sm90::tile_q(2), 1, 1.0});
@@ -111,13 +116,14 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
 }
 
 rime_sm90::Smem smem_of(const Facts& f, int n_consumers, bool split) {
-  return rime_sm90::smem(elem_bytes(f), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers, f.is_fp8,
-                       f.o_block_scale != 0 && !split, rime_sm90::kSmemLimit);
+  return rime_sm90::smem(elem_bytes(f, n_consumers), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers,
+                         fp8_kernel(f, n_consumers), f.o_block_scale != 0 && !split, rime_sm90::kSmemLimit);
 }
 
 // The tile the kernel runs on n consumer warpgroups (layout.h): what the rows list must be this.
 TileShape layout_tile(const Facts& f, int n_consumers) {
-  return {rime_sm90::tile_q(n_consumers), rime_sm90::tile_kv(elem_bytes(f), static_cast<int>(f.D_qk), n_consumers)};
+  return {rime_sm90::tile_q(n_consumers),
+          rime_sm90::tile_kv(elem_bytes(f, n_consumers), static_cast<int>(f.D_qk), n_consumers)};
 }
 
 // A 4-D TMA map over a [B, H, S, D] operand with logical strides (elements): (d, s, h, b), boxes of one
@@ -228,7 +234,8 @@ class SdpaSm90Ws final : public Engine {
     out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{
         row.engine, "sdpa_sm90/kernel.cuh",
-        fmt::format("rime_dev::sdpa_sm90_fwd<{}, {}, {}, {}, {}, {}>", kernel_type_name(type_code(f.q().dtype)),
+        fmt::format("rime_dev::sdpa_sm90_fwd<{}, {}, {}, {}, {}, {}>",
+                    kernel_type_name(type_code(fp8_kernel(f, n_consumers) ? f.k().dtype : f.q().dtype)),
                     kernel_type_name(split ? RIME_T_FP32 : sdpa_o_type_code(f)), f.D_qk, f.D_v,
                     kernel_feature_names(sdpa_features(f, split) | (balanced ? RIME_F_BALANCED : 0)),
                     kernel_consumers_name(n_consumers)),

@@ -31,8 +31,11 @@ constexpr int kProducerRegs = 56;
 // bytes and ptxas serialized its wgmmas; at 160 neither (ptxas 13.0). At 32 the paged producer of a 16-bit D 64
 // kernel spills 4 bytes (its page-id prefetch, one store and load per tile beside a barrier wait), at 24 every
 // paged 16-bit producer spills.
-RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8) {
-  return n_consumers == 1 && fp8 ? 72 : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
+// A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
+// D 128) leaves its producer 56 and takes 200: at 184 ptxas serialized every wgmma of the consumer's tile and spilled
+// a Q fragment (ptxas 13.0).
+RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false) {
+  return n_consumers == 1 && fp8 ? (q_split ? 64 : 72) : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
 }
 // The registers a thread has at launch: the 64K register file over the SM's threads, in multiples of 8 (ptxas's
 // cap under the kernel's launch bounds): 168 for two consumers, 128 for one or three.
@@ -42,8 +45,8 @@ RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
 // setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
 // share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a
 // producer of 32 hung on the H200, docs/perf-history.md; 65536 / 384 is not a multiple of 8).
-RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8) {
-  return (launch_regs(n_consumers) + (launch_regs(n_consumers) - producer_regs(n_consumers, fp8)) / n_consumers) / 8 *
+RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8, bool q_split = false) {
+  return (launch_regs(n_consumers) + (launch_regs(n_consumers) - producer_regs(n_consumers, fp8, q_split)) / n_consumers) / 8 *
          8;
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
@@ -108,7 +111,7 @@ RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_co
   s.v = align1024(s.k + kStages * s.k_stage_bytes);
   s.vt = align1024(s.v + kStages * s.v_stage_bytes);
   s.barriers = align1024(s.vt + kStages * s.vt_stage_bytes);
-  const int end = s.barriers + 16 * 8;  // 5 mbarriers per stage used, 16 reserved
+  const int end = s.barriers + 16 * 8;  // up to 7 mbarriers per stage used (pipeline.cuh), 16 reserved
   // The staged block-scaled epilogue (common/attention.cuh, BlockStage<64, D_v>): 64 rows of D_v + 4 floats and
   // 64 row records of 24 bytes per consumer.
   s.stage_bytes_per_consumer = 64 * (d_v + 4) * 4 + 64 * 24;

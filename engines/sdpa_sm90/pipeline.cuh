@@ -21,6 +21,9 @@ struct Tiles {
 // The ring's mbarriers, kStages of each.
 struct Ring {
   u64* k_full;    // TMA of K landed
+  u64* k_ready;   // what a consumer waits for before Q.K^T: k_full, or where FP8 K is widened (kWidenKv) the
+                  // widening threads' arrivals (k_widened)
+  u64* k_widened; // (kWidenKv) K widened to Q's type: the producer threads that widen (128, or 96)
   u64* k_empty;   // every consumer done with K (lane 0 of each of their warps)
   u64* v_full;    // TMA of V landed (the producer waits; the consumers too for 16-bit V as is)
   u64* pv_full;   // the P.V operand is ready (V^T for FP8, V for 16-bit): the producer threads (128; the 96 that
@@ -34,7 +37,7 @@ struct Ring {
 template <class Cfg>
 __device__ __forceinline__ Ring ring_at(u64* bars) {
   constexpr int kStages = Cfg::kStages;
-  static_assert(6 * kStages <= 16, "the barriers reserved in rime_sm90::smem");
+  static_assert(7 * kStages <= 16, "the barriers reserved in rime_sm90::smem");
   Ring r;
   r.k_full = bars;
   r.k_empty = bars + kStages;
@@ -42,6 +45,8 @@ __device__ __forceinline__ Ring ring_at(u64* bars) {
   r.pv_full = bars + 3 * kStages;
   r.pv_empty = bars + 4 * kStages;
   r.v_empty = bars + 5 * kStages;
+  r.k_widened = bars + 6 * kStages;
+  r.k_ready = Cfg::kWidenKv ? r.k_widened : r.k_full;
   r.pv_ready = Cfg::kVDirect ? r.v_full : r.pv_full;
   return r;
 }
@@ -55,6 +60,7 @@ __device__ __forceinline__ void init_ring(const Ring& ring) {
     mbar_init(&ring.v_full[i], 1);
     mbar_init(&ring.pv_full[i], Cfg::kTransposeThreads);
     if (Cfg::kIssuerWarp) mbar_init(&ring.v_empty[i], Cfg::kTransposeThreads);
+    if (Cfg::kWidenKv) mbar_init(&ring.k_widened[i], Cfg::kTransposeThreads);
     mbar_init(&ring.pv_empty[i], 4 * Cfg::kC);
   }
   fence_mbarrier_init();

@@ -2,12 +2,14 @@
 // the ring as stages free up; for FP8 all 128 threads (paged: the other 96) then transpose each V tile into V^T,
 // keys in P's register order and keys past the batch's valid length zeroed, and signal pv_full; 16-bit V is used
 // as it lands (the consumers wait for the TMA itself), or, with per-batch padding, once the producer has zeroed the
-// rows past the valid length.
+// rows past the valid length. FP8 K and V under a 16-bit Q: the first warp issues, the other three widen each K
+// and V tile to Q's type in place (widen.cuh) and signal k_widened and pv_full.
 #pragma once
 
 #include "sdpa_sm90/pipeline.cuh"
 #include "sdpa_sm90/tile_scheduler.cuh"
 #include "sdpa_sm90/transpose.cuh"
+#include "sdpa_sm90/widen.cuh"
 
 namespace rime_dev {
 namespace sm90 {
@@ -17,14 +19,21 @@ template <class Cfg>
 __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                              int ptid, bool issuer, const Work& w) {
   constexpr int kN = Cfg::kN, kDqk = Cfg::kDqk, kDv = Cfg::kDv, kEB = Cfg::kEB, kFeatures = Cfg::kFeatures;
-  constexpr int kC = Cfg::kC, kSubs = Cfg::kSubs, kRow = Cfg::kRow, kSubsV = Cfg::kSubsV, kRowV = Cfg::kRowV;
+  constexpr int kC = Cfg::kC, kRow = Cfg::kRow, kSubsV = Cfg::kSubsV, kRowV = Cfg::kRowV;
   constexpr int kVtRows = Cfg::kVtRows, kStages = Cfg::kStages, kTransposeThreads = Cfg::kTransposeThreads;
   constexpr bool kUnsignedRing = Cfg::kUnsignedRing;
   constexpr int kProducerBar = Cfg::kProducerBar;
   constexpr bool kFp8 = Cfg::kFp8, kIssuerWarp = Cfg::kIssuerWarp, kVDirect = Cfg::kVDirect;
   constexpr bool kPadding = Cfg::kPadding;
   constexpr rime_sm90::Smem kSmem = Cfg::kSmem;
-  constexpr unsigned kKBytes = kN * kDqk * kEB, kVBytes = kN * kDv * kEB;
+  // What the TMA writes: K and V in Q's type, or FP8 bytes in the upper half of each 16-bit stage (kWidenKv), as
+  // sub-tiles of the FP8 rows' width.
+  constexpr bool kWidenKv = Cfg::kWidenKv;
+  constexpr int kKvEB = kWidenKv ? 1 : kEB;
+  constexpr int kLoadRowK = kWidenKv ? rime_sm90::row_bytes(kDqk) : kRow, kLoadSubsK = kDqk * kKvEB / kLoadRowK;
+  constexpr int kLoadRowV = kWidenKv ? rime_sm90::row_bytes(kDv) : kRowV, kLoadSubsV = kDv * kKvEB / kLoadRowV;
+  constexpr int kKLanding = kWidenKv ? kN * kDqk : 0, kVLanding = kWidenKv ? kN * kDv : 0;
+  constexpr unsigned kKBytes = kN * kDqk * kKvEB, kVBytes = kN * kDv * kKvEB;
   const SdpaParams& p = params.p;
   u8* const sK = tiles.k;
   u8* const sV = tiles.v;
@@ -97,24 +106,25 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
             const int slot = box_used(key0, q) ? (key0 + (q << box_log2)) & slot_mask : 0;
 #pragma unroll
             for (int c = 0; c < subs; ++c)
-              tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kEB), slot, h_kv, page, bar);
+              tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kKvEB), slot, h_kv, page, bar);
           }
         }
-      } else {
+      } else if (!kWidenKv || issuer) {  // the issuing warp of widened K/V runs this whole; its first thread issues
 #pragma unroll
         for (int c = 0; c < subs; ++c)
-          tma_load_4d(stage + c * kN * row, map, c * (row / kEB), key0, h_kv, kv_b, bar);
+          tma_load_4d(stage + c * kN * row, map, c * (row / kKvEB), key0, h_kv, kv_b, bar);
       }
     };
     mbar_wait(&k_empty[s], ph ^ 1);
     if (issuer) mbar_expect_tx(&k_full[s], kKBytes);
-    load(sK + s * kSmem.k_stage_bytes, &params.k_map, kSubs, kRow, &k_full[s]);
+    load(sK + s * kSmem.k_stage_bytes + kKLanding, &params.k_map, kLoadSubsK, kLoadRowK, &k_full[s]);
     // FP8: V lands in a raw stage the producer itself reads (the transpose of tile j - kStages finished before
-    // the producers' barrier at the end of its iteration); 16-bit: the consumers read it, so wait for them.
+    // the producers' barrier at the end of its iteration); 16-bit (widened or not): the consumers read the stage,
+    // so wait for them.
     if constexpr (!kFp8) mbar_wait(&pv_empty[s], ph ^ 1);
-    if constexpr (kIssuerWarp) mbar_wait(&v_empty[s], ph ^ 1);  // the transposes of tile j - kStages read it
+    if constexpr (kIssuerWarp && kFp8) mbar_wait(&v_empty[s], ph ^ 1);  // the transposes of tile j - kStages read it
     if (issuer) mbar_expect_tx(&v_full[s], kVBytes);
-    load(sV + s * kSmem.v_stage_bytes, &params.v_map, kSubsV, kRowV, &v_full[s]);
+    load(sV + s * kSmem.v_stage_bytes + kVLanding, &params.v_map, kLoadSubsV, kLoadRowV, &v_full[s]);
   };
   if constexpr (kVDirect) {
     // Nothing to do to V between the TMA and the consumers: only the loads, each as soon as its stage is free.
@@ -122,12 +132,15 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
       for (int j = 0; j < n_tiles; ++j) issue(j);
     return;
   }
-  // Paged FP8 (kIssuerWarp): the first warp issues every tile's loads as soon as its stages are free (k_empty,
-  // v_empty), and the other three transpose each tile as it lands. Otherwise the issuing thread also
-  // transposes: it keeps the loads kStages - 1 tiles ahead of its transpose (the raw V stage a load overwrites
-  // is that of the tile transposed in the previous iteration).
+  // Paged FP8 and widened K/V (kIssuerWarp): the first warp issues every tile's loads as soon as its stages are
+  // free (k_empty, v_empty; widened: k_empty, pv_empty), and the other three transpose or widen each tile as it
+  // lands. Otherwise the issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its
+  // transpose (the raw V stage a load overwrites is that of the tile transposed in the previous iteration).
+  // Widened K/V need the issuing warp: the load of V(j + 1) waits for the consumers' P(j - 1).V, which follows
+  // their Q.K(j)^T, which waits for K(j)'s widening, so a thread that both issued and widened would wait on itself.
+  // The whole warp walks the issue loop (paged: page ids by lane; dense: the first thread issues), so that it
+  // leaves it converged: the balanced walk's next barrier (tile_scheduler.cuh) is warp-aligned.
   if constexpr (kIssuerWarp) {
-    static_assert(kPagedKv, "the whole first warp issues (issues == ptid < 32): paged only");
     if (ptid < 32) {
       for (int j = 0; j < n_tiles; ++j) issue(j);
       return;
@@ -141,6 +154,13 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
     const int s = stage_of(j);
     const unsigned ph = phase_of(j);
     if (!kIssuerWarp && issues && j + kAhead < n_tiles) issue(j + kAhead);
+    if constexpr (kWidenKv) {
+      mbar_wait(&k_full[s], ph);
+      widen_tile<Cfg::kIn, Cfg::kKvE5m2, kDqk, kN, kTransposeThreads, Cfg::kWidenBar>(
+          sK + s * kSmem.k_stage_bytes, ptid - kFirstTransposer, kN);
+      fence_proxy_async_shared();  // generic-proxy writes, then the consumers' wgmma reads
+      mbar_arrive(&ring.k_widened[s]);
+    }
     mbar_wait(&v_full[s], ph);
     const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
     if constexpr (kFp8) {
@@ -148,6 +168,9 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
       // One consumer (decode): the opaque lane (transpose_v_tile) where the producer's tile chain binds.
       transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(
           sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
+    } else if constexpr (kWidenKv) {
+      widen_tile<Cfg::kIn, Cfg::kKvE5m2, kDv, kN, kTransposeThreads, Cfg::kWidenBar>(sV + s * kSmem.v_stage_bytes,
+                                                                                   ptid - kFirstTransposer, kv_end);
     } else if (kPadding && kv_end < kN) {
       // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
       u8* tile = sV + s * kSmem.v_stage_bytes;
@@ -160,7 +183,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
     mbar_arrive(&pv_full[s]);
     // The transposing threads are done reading the raw V stage: the issuing warp waits for them on v_empty,
     // or, where the issuing thread transposes too, every producer thread meets here.
-    if constexpr (kIssuerWarp) mbar_arrive(&v_empty[s]);
+    if constexpr (kIssuerWarp && kFp8) mbar_arrive(&v_empty[s]);
     else if constexpr (kFp8) named_sync(kProducerBar, 128);
   }
 }
@@ -170,7 +193,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
 template <class Cfg>
 __device__ __forceinline__ void producer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                          const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
-  setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8)>();
+  setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit)>();
   const int ptid = tid;
   const bool issuer = ptid == 0;
   if (issuer) {

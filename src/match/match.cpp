@@ -56,6 +56,10 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     return Decline{"q16_over_fp8_kv", fmt::format("Q dtype {} over K/V dtype {} (a 16-bit Q over an FP8 K/V cache) "
                                                   "not supported",
                                                   to_string(f.q().dtype), to_string(f.k().dtype))};
+  if (row.only_q16_over_fp8_kv && !f.q16_over_fp8_kv())
+    return Decline{"q16_over_fp8_kv", fmt::format("Q dtype {} over K/V dtype {}: the row serves only a 16-bit Q over "
+                                                  "an FP8 K/V cache",
+                                                  to_string(f.q().dtype), to_string(f.k().dtype))};
   const DataType inputs = f.q16_over_fp8_kv() ? f.k().dtype : f.q().dtype;
   if (!contains(row.input_dtypes, inputs))
     return Decline{"input_dtypes",

@@ -75,7 +75,14 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.amax_o = j.at("amax_o").get<bool>();
     r.paged_kv = j.value("paged_kv", false);
     r.ragged = j.value("ragged", false);
-    r.q16_over_fp8_kv = j.value("q16_over_fp8_kv", false);
+    // true: also a 16-bit Q over FP8 K/V; "only": nothing else (a row whose kernel widens K/V to Q's type).
+    if (j.contains("q16_over_fp8_kv") && j.at("q16_over_fp8_kv").is_string()) {
+      if (j.at("q16_over_fp8_kv").get<std::string>() != "only")
+        return Status(StatusCode::Internal, fmt::format("row {}: q16_over_fp8_kv is true, false or \"only\"", r.id));
+      r.q16_over_fp8_kv = r.only_q16_over_fp8_kv = true;
+    } else {
+      r.q16_over_fp8_kv = j.value("q16_over_fp8_kv", false);
+    }
     const json& split = j.at("split_kv");
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));

@@ -792,8 +792,10 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
 }
 
 // A FP16/BF16 Q over FP8 K/V (sdpa_fp8 reading an FP8 cache), on its own draws: E4M3 and E5M2 K/V, decode and
-// prefill, GQA, D 64 / 128, per-sequence lengths, masks, split pinned, a 16-bit O; each against the CPU reference.
-// The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
+// prefill, GQA, D 64 / 128 / 256, per-sequence lengths, masks, split pinned, a 16-bit or FP8 O (with Amax_O); each
+// against the CPU reference. On sm_90 the Hopper row that widens K/V in the kernel serves most of them (one and two
+// consumers; the widening's in-place orders for 128- and 64-byte FP8 rows), the mma.sync row the rest (D 256
+// decodes). The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
 TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
   const int n = test::tier_draws("RIME_GPU_Q16_DRAWS", 40, 8);
   std::vector<Graph> graphs;
@@ -803,15 +805,17 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
     const DataType q_type = pick({0, 1}) ? DataType::BF16 : DataType::FP16;
     const DataType kv_type = pick({0, 0, 1}) ? DataType::FP8_E5M2 : DataType::FP8_E4M3;
     const int64_t B = pick({1, 3}), H_kv = pick({1, 2}), group = pick({1, 4}), H_q = H_kv * group;
-    const int64_t S_q = pick({1, 1, 4, 100, 300}), S_kv = pick({64, 777, 2048}), D = pick({64, 128});
+    const int64_t S_q = pick({1, 1, 4, 100, 300}), S_kv = pick({64, 777, 2048}), D = pick({64, 128, 128, 256});
     const bool padding = pick({0, 1}) == 1;
     const int mask = static_cast<int>(pick({0, 1, 2}));
     const int split = static_cast<int>(pick({1, 1, 4}));
-    const DataType o_type = pick({0, 1}) ? DataType::BF16 : DataType::FP16;
+    const int o_pick = static_cast<int>(pick({0, 1, 2}));
+    const DataType o_type = o_pick == 0 ? DataType::BF16 : o_pick == 1 ? DataType::FP16 : DataType::FP8_E4M3;
+    const bool amax_o = o_type == DataType::FP8_E4M3 && pick({0, 1}) == 1;
     const unsigned per_head = per_head_descales_choice(61700 + i);
-    whats.push_back(fmt::format("draw {}: Q {} K/V {} O {} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
-                                i, to_string(q_type), to_string(kv_type), to_string(o_type), B, H_q, H_kv, S_q, S_kv,
-                                D, padding, mask, split, test::per_head_text(per_head)));
+    whats.push_back(fmt::format("draw {}: Q {} K/V {} O {}{} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
+                                i, to_string(q_type), to_string(kv_type), to_string(o_type), amax_o ? " Amax_O" : "",
+                                B, H_q, H_kv, S_q, S_kv, D, padding, mask, split, test::per_head_text(per_head)));
     Graph g("q16_over_fp8");
     test::TensorAdder add{g};
     const SdpaAttributes a = draw_attributes(padding, split, mask, 100);
@@ -826,17 +830,21 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
       io.seq_len_kv = add("seq_len_kv", {B}, DataType::INT32);
     }
     test::add_fp8_scalars(add, io, per_head, B, H_kv);
+    if (amax_o) io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
     REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
     graphs.push_back(g);
   }
   const std::vector<Result<Plan>> plans = build_plans(graphs);
   int passed = 0;
+  std::map<std::string, int> rows;
   for (int i = 0; i < n; ++i) {
     INFO(whats[static_cast<size_t>(i)] << ": " << plans[static_cast<size_t>(i)].status().to_string());
     REQUIRE(plans[static_cast<size_t>(i)].ok());
+    ++rows[plans[static_cast<size_t>(i)]->config().decision.row_id];
     passed += checked_trial(plans[static_cast<size_t>(i)].value(), 62000 + i).passed;
   }
-  fmt::print("16-bit Q over FP8 K/V draws: {} run, {} passed against the reference\n", n, passed);
+  fmt::print("16-bit Q over FP8 K/V draws: {} run, {} passed against the reference (rows: {})\n", n, passed,
+             engines_line(rows));
 }
 
 // Per-(batch, kv head) descales (SPEC section 1: [B, H_kv, 1, 1], the query head h reading entry [b, h / group])

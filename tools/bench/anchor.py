@@ -46,6 +46,7 @@ PAGED_SHAPES = [
     ("paged_decode_b64_h32g8_p64_q8", 64, 32, 8, 8, 128),
     # A BF16 Q over the same FP8 cache (q16_over_fp8_kv); Q is counted as FP8 bytes here (0.5 MB of 2.2 GB).
     ("paged_decode_b64_h32g8_p16_bf16q", 64, 32, 8, 1, 128),
+    ("paged_decode_b64_h32g8_p64_bf16q", 64, 32, 8, 1, 128),
 ]
 GRAPHS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphs")
 

@@ -87,15 +87,17 @@ for step in $steps; do
       grep -E "^(sweep|ws|sm90|warp-specialized|paged|ragged|16-bit|block-scaled|MXFP8|mx wide)[^:]*:" "$out/full.log" | tail -20
       "$(tests)" --rime-coverage "$cov" | tail -2 ;;
     memcheck)
-      RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 timeout 400 \
-        compute-sanitizer --tool memcheck --print-limit 5 "$(tests)" \
-        "[sweep],[split],[block_scale],[mx],[sm90],[sm90_edge],[paged],[ragged],[checked]" 2>&1 |
+      RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 RIME_GPU_Q16_DRAWS=8 \
+        timeout 400 compute-sanitizer --tool memcheck --print-limit 5 "$(tests)" \
+        "[sweep],[split],[block_scale],[mx],[sm90],[sm90_edge],[paged],[ragged],[q16],[checked]" 2>&1 |
         tee "$out/memcheck.log" | tail -5 ;;
-    # The warp-specialized draws of [sm90], and the ragged draws planned on that engine. 12 [sm90] draws, so that
-    # 16-bit one-consumer kernels are among them (draws 6 and 10: decodes; the first four hold none).
+    # The warp-specialized draws of [sm90], the ragged draws planned on that engine, and the 16-bit Q over FP8 K/V
+    # draws (the in-place widening). 12 [sm90] draws, so that 16-bit one-consumer kernels are among them (draws 6
+    # and 10: decodes; the first four hold none).
     racecheck|synccheck)
-      for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan" "[sm90_paged]"; do
+      for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan" "[sm90_paged]" "[q16]"; do
         RIME_GPU_SM90_DRAWS=${RIME_SANITIZER_DRAWS:-12} RIME_GPU_SM90_PAGED_DRAWS=4 RIME_GPU_RAGGED_DRAWS=16 \
+          RIME_GPU_Q16_DRAWS=${RIME_SANITIZER_DRAWS:-12} \
           RIME_GPU_RAGGED_ENGINE=sdpa_sm90 timeout 300 compute-sanitizer --tool "$step" --print-limit 5 "$(tests)" \
           "$filter" 2>&1
       done | tee "$out/$step.log" | grep -E "draws:|SUMMARY" ;;

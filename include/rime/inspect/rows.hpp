@@ -43,6 +43,7 @@ struct CapabilityRow {
   bool paged_kv = false;  // K/V as page pools through a page table (role page_table)
   bool ragged = false;    // ragged (THD) batches: token-major tensors through cu_seqlens_q / cu_seqlens_kv
   bool q16_over_fp8_kv = false;  // sdpa_fp8 with a FP16/BF16 Q over FP8 K/V (input_dtypes then name K/V's)
+  bool only_q16_over_fp8_kv = false;  // that and nothing else ("q16_over_fp8_kv": "only")
   bool split_kv_supported = false;
   std::vector<std::pair<int64_t, int64_t>> split_head_dims;
   std::vector<int> split_counts;
