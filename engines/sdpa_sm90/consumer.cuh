@@ -27,18 +27,18 @@ struct ConsumerThread {
   u8* sQw;
 };
 
-// Packed row pr of the work's Q: its address (elements of kQEB bytes), and whether it exists. Ragged Q: rows past
+// The element offset of packed row pr of a (batch, kv head)'s Q, and whether the row exists. Ragged Q: rows past
 // the sequence's length are other sequences' tokens, or past the tensor's end. A masked grid's first row tile
 // starts at a negative row (grid_work).
-template <class Cfg, int kQEB>
-__device__ __forceinline__ const u8* q_row(const SdpaParams& p, const Work& w, int pr, bool& ok) {
+template <class Cfg>
+__device__ __forceinline__ i64 q_row_offset(const SdpaParams& p, const BatchExtent& ext, int b, int h_kv, int pr,
+                                            bool& ok) {
   int rem;
   const int pi = div_by(p.group_div, max(pr, 0), rem);
   ok = (!Cfg::kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
-       ((Cfg::kFeatures & RIME_F_RAGGED_Q) == 0 || pi < w.ext.seq_q);
-  const int i = ok ? pi : 0, h = w.h_kv * p.group + (ok ? rem : 0);
-  return static_cast<const u8*>(p.q) +
-         (i64(w.b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(w.ext.q_tok0 + i) * p.q_stride[2]) * kQEB;
+       ((Cfg::kFeatures & RIME_F_RAGGED_Q) == 0 || pi < ext.seq_q);
+  const int i = ok ? pi : 0, h = h_kv * p.group + (ok ? rem : 0);
+  return i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2];
 }
 
 // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.
@@ -48,10 +48,12 @@ __device__ __forceinline__ void load_q(const SdpaParams& p, const Work& w, u8* s
   constexpr int kOwnBar = Cfg::kOwnBar;
   const u8* q_base = static_cast<const u8*>(p.q);
   constexpr int kChunks = kDqk * kEB / 16;
+  const int b = w.b, h_kv = w.h_kv, row0 = w.row0;
+  const BatchExtent& ext = w.ext;
   for (int c = ctid; c < 64 * kChunks; c += 128) {
     const int r = c / kChunks, ch = c % kChunks;
     bool ok;
-    const u8* src = q_row<Cfg, kEB>(p, w, w.row0 + cw * 64 + r, ok);
+    const u8* src = q_base + q_row_offset<Cfg>(p, ext, b, h_kv, row0 + cw * 64 + r, ok) * kEB;
     const int byte = ch * 16;
     cp_async_16(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(r, byte % kRow), ok ? src + byte : q_base, ok);
   }
@@ -84,7 +86,8 @@ __device__ __forceinline__ void load_q_split(const SdpaParams& p, const Work& w,
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     bool ok;
-    const u8* src = q_row<Cfg, 2>(p, w, w.row0 + cw * 64 + warp * 16 + g + 8 * r, ok);
+    const u8* src = static_cast<const u8*>(p.q) +
+                    q_row_offset<Cfg>(p, w.ext, w.b, w.h_kv, w.row0 + cw * 64 + warp * 16 + g + 8 * r, ok) * 2;
 #pragma unroll
     for (int step = 0; step < kKSteps; ++step)
 #pragma unroll

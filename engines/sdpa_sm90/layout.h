@@ -32,8 +32,8 @@ constexpr int kProducerRegs = 56;
 // kernel spills 4 bytes (its page-id prefetch, one store and load per tile beside a barrier wait), at 24 every
 // paged 16-bit producer spills.
 // A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
-// D 128) leaves its producer 56 and takes 200: at 184 ptxas serialized every wgmma of the consumer's tile and spilled
-// a Q fragment (ptxas 13.0).
+// D 128) leaves its producer 64 and takes 192: at 184 ptxas serialized every wgmma of the consumer's tile and spilled
+// a Q fragment; at 192 neither, and the producer's transpose reloads what it does at 72 (ptxas 13.0).
 RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false) {
   return n_consumers == 1 && fp8 ? (q_split ? 64 : 72) : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
 }

@@ -23,7 +23,7 @@ struct Ring {
   u64* k_full;    // TMA of K landed
   u64* k_ready;   // what a consumer waits for before Q.K^T: k_full, or where FP8 K is widened (kWidenKv) the
                   // widening threads' arrivals (k_widened)
-  u64* k_widened; // (kWidenKv) K widened to Q's type: the producer threads that widen (128, or 96)
+  u64* k_widened; // (kWidenKv) K widened to Q's type: the producer's 96 widening threads
   u64* k_empty;   // every consumer done with K (lane 0 of each of their warps)
   u64* v_full;    // TMA of V landed (the producer waits; the consumers too for 16-bit V as is)
   u64* pv_full;   // the P.V operand is ready (V^T for FP8, V for 16-bit): the producer threads (128; the 96 that

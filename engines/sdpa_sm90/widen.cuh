@@ -1,9 +1,8 @@
-// sdpa_sm90: a 16-bit Q over FP8 K/V (RIME_F_KV_FP8, an FP8 KV cache under a BF16/FP16 model). The kernel is the
-// 16-bit one; the TMA lands each FP8 K or V tile in the upper half of its 16-bit stage, and the producer widens it
-// there, exactly (every E4M3 and E5M2 value is an FP16 and a BF16 value), into the layout the TMA writes for 16-bit
-// K and V, so that the consumers and their wgmmas are the 16-bit kernel's. In place, the widening needs no shared
-// memory beyond the 16-bit kernel's, so the one-consumer decode keeps two CTAs per SM (separate FP8 stages would
-// take it past the SM's shared memory).
+// sdpa_sm90: a 16-bit Q over FP8 K/V (RIME_F_KV_FP8, an FP8 KV cache under a BF16/FP16 model) on two consumers
+// (Config::kWidenKv). The kernel is the 16-bit one; the TMA lands each FP8 K or V tile in the upper half of its
+// 16-bit stage, and the producer widens it there, exactly (every E4M3 and E5M2 value is an FP16 and a BF16 value),
+// into the layout the TMA writes for 16-bit K and V, so that the consumers and their wgmmas are the 16-bit kernel's.
+// In place, the widening needs no shared memory beyond the 16-bit kernel's.
 #pragma once
 
 #include "sdpa_sm90/layout.h"
