@@ -240,6 +240,12 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
       CHECK(n * (rime_sm90::consumer_regs(n, fp8) - rime_sm90::launch_regs(n)) <=
             rime_sm90::launch_regs(n) - rime_sm90::producer_regs(n, fp8));
   }
+  // A 16-bit Q over FP8 K/V on the one-consumer FP8 kernel (Q's second E4M3 term in registers): 64 and 192.
+  CHECK(rime_sm90::producer_regs(1, true, true) == 64);
+  CHECK(rime_sm90::consumer_regs(1, true, true) == 192);
+  CHECK(2 * 128 * (rime_sm90::producer_regs(1, true, true) + rime_sm90::consumer_regs(1, true, true)) <= 65536);
+  CHECK(rime_sm90::consumer_regs(1, true, true) - rime_sm90::launch_regs(1) <=
+        rime_sm90::launch_regs(1) - rime_sm90::producer_regs(1, true, true));
   CHECK(rime_sm90::launch_regs(2) == 168);
   CHECK(rime_sm90::launch_regs(3) == 128);
   // Three FP8 consumers beside the transposing producer's 56; three 16-bit ones beside a producer of 32, whose

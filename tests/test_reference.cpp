@@ -1,7 +1,10 @@
 // The CPU reference: conversions against known bit patterns, the block-scaled quantizers against hand-computed
 // blocks, the F8_128x4 index, and split-KV: combining k partials equals the unsplit reference.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
@@ -53,6 +56,45 @@ TEST_CASE("E4M3 decodes and encodes bit-exactly", "[reference][formats]") {
     INFO(b);
     CHECK(encode_e4m3(decode_e4m3(static_cast<uint8_t>(b))) == (b == 0x80 ? 0x80 : b));
   }
+}
+
+// The arithmetic of engines/sdpa_sm90/consumer.cuh's load_q_split (a 16-bit Q over FP8 K/V on the FP8 kernel): a
+// row on the power-of-two scale 2^e that puts its largest magnitude in (224, 448], then hi = e4m3(x), lo =
+// e4m3(x - hi). hi + lo is within 2^-8 of x (2^-10 absolute where x - hi is an E4M3 subnormal), where hi alone is
+// 2^-4 off: the bound docs/graph-json.md states. On the GPU the [q16] draws check the kernel against the reference.
+TEST_CASE("a 16-bit Q in two E4M3 terms keeps each value to 2^-8 of itself", "[reference][formats]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  double worst_two = 0.0, worst_one = 0.0;
+  for (double amax : {0x1p-60, 1e-3, 0.37, 1.0, 3.7, 1000.0, 6.0e4, 1e30}) {
+    for (DataType q_type : {DataType::BF16, DataType::FP16}) {
+      if (q_type == DataType::FP16 && (amax > 6.0e4 || amax < 1e-3)) continue;  // outside FP16's normal range
+      std::vector<double> row(128);
+      double row_max = 0.0;
+      for (double& q : row) {
+        q = round_to(q_type, amax * unit(rng));
+        row_max = std::max(row_max, std::fabs(q));
+      }
+      int ex = 0;
+      std::frexp(448.0 / row_max, &ex);
+      const int e = std::min(std::max(ex - 1, -126), 126);
+      const double scale = std::ldexp(1.0, e);
+      CHECK(row_max * scale > 224.0);
+      CHECK(row_max * scale <= 448.0);
+      for (double q : row) {
+        const double x = q * scale, hi = round_to(DataType::FP8_E4M3, x), lo = round_to(DataType::FP8_E4M3, x - hi);
+        const double err = std::fabs(hi + lo - x);
+        INFO("amax " << amax << " q " << q << " x " << x << " hi " << hi << " lo " << lo);
+        CHECK(err <= std::max(std::ldexp(std::fabs(x), -8), 0x1p-10));
+        if (std::fabs(x) >= 1.0) {
+          worst_two = std::max(worst_two, err / std::fabs(x));
+          worst_one = std::max(worst_one, std::fabs(hi - x) / std::fabs(x));
+        }
+      }
+    }
+  }
+  CHECK(worst_two <= 0x1p-8);
+  CHECK(worst_one > 0x1p-5);  // one term alone: up to 2^-4
 }
 
 TEST_CASE("E5M2, E2M1, UE8M0, FP16 and BF16 decode and encode bit-exactly", "[reference][formats]") {
