@@ -138,10 +138,7 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
           c.amax_s = row.amax_s;
           if (!add_plan(row, c, tile, 1)) continue;
           ++derived_tiles;
-          const bool split_wired = row.split_kv_supported &&
-                                   std::find(row.split_head_dims.begin(), row.split_head_dims.end(),
-                                             std::pair<int64_t, int64_t>{d_qk, d_v}) != row.split_head_dims.end();
-          if (split_wired) {
+          if (row.writes_split_partials(d_qk, d_v)) {
             c.amax_s = false;  // Amax_S makes split ineligible
             for (int s : row.split_counts)
               if (s > 1) {

@@ -19,9 +19,7 @@ const WorkspaceRegion* Derived::region(const std::string& name) const {
 
 std::string split_unavailable(const Facts& f, const CapabilityRow& row) {
   if (!f.split_eligible) return f.split_ineligible_reason;
-  const std::pair<int64_t, int64_t> dims{f.D_qk, f.D_v};
-  if (!row.split_kv_supported ||
-      std::find(row.split_head_dims.begin(), row.split_head_dims.end(), dims) == row.split_head_dims.end())
+  if (!row.writes_split_partials(f.D_qk, f.D_v))
     return fmt::format("row {} is not wired for split at these head dims", row.id);
   Facts unpinned = f;
   unpinned.pinned_split.reset();

@@ -124,7 +124,7 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     if (!f.split_eligible)
       return Decline{"context_parallel", "context parallelism merges split partials, and split is ineligible: " +
                                              f.split_ineligible_reason};
-    if (!row.split_kv_supported || !contains(row.split_head_dims, dims))
+    if (!row.writes_split_partials(f.D_qk, f.D_v))
       return Decline{"context_parallel", fmt::format("context parallelism merges split partials, and the row does "
                                                      "not write them for head dims {}",
                                                      pair_str(dims))};

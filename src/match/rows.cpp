@@ -119,6 +119,11 @@ std::vector<RowTile> CapabilityRow::tiles_for(int64_t d_qk, int64_t d_v) const {
   return out;
 }
 
+bool CapabilityRow::writes_split_partials(int64_t d_qk, int64_t d_v) const {
+  return split_kv_supported && std::find(split_head_dims.begin(), split_head_dims.end(),
+                                         std::pair<int64_t, int64_t>{d_qk, d_v}) != split_head_dims.end();
+}
+
 const std::vector<CapabilityRow>& capability_rows() {
   static const std::vector<CapabilityRow> rows = [] {
     std::vector<CapabilityRow> out;

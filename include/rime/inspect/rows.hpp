@@ -50,6 +50,9 @@ struct CapabilityRow {
   std::vector<RowTile> tiles;
   // The tiles listed for these head dims, in row order.
   std::vector<RowTile> tiles_for(int64_t d_qk, int64_t d_v) const;
+  // Whether the row writes split-KV partials (split_kv supported, these head dims wired): what a split plan and a
+  // context-parallel plan's combine need.
+  bool writes_split_partials(int64_t d_qk, int64_t d_v) const;
   // Fewest packed rows (S_q x group) the row serves on tiles of more than one consumer warpgroup: an engine whose
   // large row tiles would run mostly empty (decode) declines such graphs, except for head dims it lists a
   // one-consumer (64-row) tile for, so that a row with small tiles runs the rest.
