@@ -12,12 +12,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <tuple>
 #include <deque>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -80,14 +80,14 @@ std::optional<int> ordinal_of(nb::handle device) {
   invalid_argument("device '" + text + "': rime plans run on CUDA devices ('cuda' or 'cuda:N')");
 }
 
-// `device` names the GPU to plan for and load on (ordinal_of); arch/sms plan for a device described instead of
-// queried.
 // plan()'s and explain()'s context_parallel=(comm, rank, world): the ncclComm_t as an address.
 std::optional<rime::ContextParallel> context_parallel_of(const std::optional<std::tuple<uintptr_t, int, int>>& t) {
   if (!t) return std::nullopt;
   return rime::ContextParallel{reinterpret_cast<void*>(std::get<0>(*t)), std::get<1>(*t), std::get<2>(*t)};
 }
 
+// `device` names the GPU to plan for and load on (ordinal_of); arch/sms plan for a device described instead of
+// queried.
 rime::PlanOptions options_for(nb::handle device, const std::optional<std::string>& arch,
                               const std::optional<int>& sms) {
   rime::PlanOptions o;

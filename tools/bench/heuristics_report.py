@@ -98,8 +98,6 @@ def summary(shapes):
     return n, within, worst, met
 
 
-
-
 def report(rows, decisions):
     """The generated part of docs/heuristics.md, as a list of lines."""
     out = []
@@ -163,6 +161,7 @@ def main(argv):
         decisions = load_decisions(args.decisions)
     return emit(report(rows, decisions), args.update, args.check, "heuristics_report.py",
                 "tools/bench/heuristics_report.py ... --update {doc}")
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -132,5 +132,6 @@ def main(argv):
     return emit(tables(load(args.bench_csv)), args.update, args.check, "perf_table.py",
                 f"tools/bench/perf_table.py {args.bench_csv} --update {{doc}}")
 
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -9,9 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
-#include <cmath>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -256,8 +255,10 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
       _exit(kExitInternal);
     }
     if (pid < 0) {
+      // The ranks already started would wait for this one in ncclCommInitRank: stop them.
       fmt::print(stderr, "rime: fork for rank {}: {}\n", r, std::strerror(errno));
       rc = kExitInternal;
+      for (pid_t started : children) kill(started, SIGTERM);
       break;
     }
     children.push_back(pid);
