@@ -254,6 +254,14 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_sm90::consumer_regs(3, false) == 160);
   CHECK(rime_sm90::tile_kv(2, 64, 3) == 128);
   CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
+  // FP8 D 256 on two consumers: 240 each for O, S of 128 keys and P, beside a producer of 24.
+  CHECK(rime_sm90::tile_kv(1, 256, 2) == 128);
+  CHECK(rime_sm90::tile_kv(2, 256, 2) == 64);
+  CHECK(rime_sm90::producer_regs(2, true, false, 256) == 24);
+  CHECK(rime_sm90::consumer_regs(2, true, false, 256) == 240);
+  CHECK(rime_sm90::consumer_regs(2, true, false, 128) == 224);
+  CHECK(2 * (rime_sm90::consumer_regs(2, true, false, 256) - rime_sm90::launch_regs(2)) <=
+        rime_sm90::launch_regs(2) - rime_sm90::producer_regs(2, true, false, 256));
   CHECK(rime_sm90::consumer_regs(1, true) == 184);
   CHECK(rime_sm90::consumer_regs(1, false) == 200);
   CHECK(rime_sm90::three_consumers_fit(128, 128));

@@ -39,11 +39,23 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const void* smem)
                : "r"(smem_addr(smem)));
 }
 
+// The same at a shared-memory address (smem_addr): for address arithmetic done on the 32-bit shared offsets.
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem));
+}
+
 // Stores four 8x8 b16 matrices (sm_90): lane l gives the address of row l % 8 of matrix l / 8, and r[i] of lane
 // t lands in matrix i, row t / 4, bytes 4 (t % 4) .. 4 (t % 4) + 3.
 __device__ __forceinline__ void stmatrix_x4(void* smem, const u32 (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(smem)), "r"(r[0]),
                "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+__device__ __forceinline__ void stmatrix_x4(u32 smem, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
                : "memory");
 }
 

@@ -15,8 +15,9 @@
 //
 // A CTA owns 64, 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as
 // in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM). Registers
-// after setmaxnreg (layout.h): the producer 56 (72 beside one FP8 consumer, 32 beside three 16-bit ones); a consumer
-// 184 (one FP8), 224 (two), 152 (three FP8) or 160 (three 16-bit).
+// after setmaxnreg (layout.h): the producer 56 (72 beside one FP8 consumer, 32 beside three 16-bit ones, 24 beside
+// two FP8 D 256 ones); a consumer 184 (one FP8), 224 (two), 240 (two FP8 D 256), 152 (three FP8) or 160 (three
+// 16-bit).
 // Masked grids (without per-batch lengths) run their partial row tile first, so that it is the lightest.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. Shared-memory operands are stored as sub-tiles of rows of 128 bytes (64 for FP8 D 64) with the matching TMA /

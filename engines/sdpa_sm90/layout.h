@@ -31,11 +31,17 @@ constexpr int kProducerRegs = 56;
 // bytes and ptxas serialized its wgmmas; at 160 neither (ptxas 13.0). At 32 the paged producer of a 16-bit D 64
 // kernel spills 4 bytes (its page-id prefetch, one store and load per tile beside a barrier wait), at 24 every
 // paged 16-bit producer spills.
+// FP8 D 256 on two consumers (128-key tiles) keeps 24: each consumer takes 240 for O (128 registers), S of 128 keys
+// (64) and P, which at 232 spilled and serialized its wgmmas; the producer's transpose is written for 24
+// (transpose_v_tile_d256).
 // A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
 // D 128) leaves its producer 64 and takes 192: at 184 ptxas serialized every wgmma of the consumer's tile and spilled
 // a Q fragment; at 192 neither, and the producer's transpose reloads what it does at 72 (ptxas 13.0).
-RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false) {
-  return n_consumers == 1 && fp8 ? (q_split ? 64 : 72) : n_consumers == 3 && !fp8 ? 32 : kProducerRegs;
+RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false, int d_v = 0) {
+  return n_consumers == 1 && fp8 ? (q_split ? 64 : 72)
+         : n_consumers == 3 && !fp8 ? 32
+         : n_consumers == 2 && fp8 && d_v == 256 ? 24
+                                                : kProducerRegs;
 }
 // The registers a thread has at launch: the 64K register file over the SM's threads, in multiples of 8 (ptxas's
 // cap under the kernel's launch bounds): 168 for two consumers, 128 for one or three.
@@ -45,9 +51,10 @@ RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
 // setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
 // share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a
 // producer of 32 hung on the H200, docs/perf-history.md; 65536 / 384 is not a multiple of 8).
-RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8, bool q_split = false) {
-  return (launch_regs(n_consumers) + (launch_regs(n_consumers) - producer_regs(n_consumers, fp8, q_split)) / n_consumers) / 8 *
-         8;
+RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8, bool q_split = false, int d_v = 0) {
+  return (launch_regs(n_consumers) +
+          (launch_regs(n_consumers) - producer_regs(n_consumers, fp8, q_split, d_v)) / n_consumers) /
+         8 * 8;
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
@@ -57,17 +64,16 @@ constexpr int kStages = 2;
 
 // Keys per KV tile: 256 for FP8 D 64 (a consumer holds S of 256 keys in 128 registers, O in 32 and P in 32: ptxas
 // places them past the launch's 168 registers, which setmaxnreg raises to 224, without spilling; 6% faster than
-// 128 keys on the bench row); 64 for D 256, where a consumer's O (128 registers per thread) and S of 128 keys (64
-// more) would not fit its registers with P and the softmax state (ptxas serialized the wgmmas and spilled 620
-// bytes), and 16-bit K and V stages of 128 keys would not fit shared memory; 128 otherwise (192 keys for FP8
-// D 128 measured 2-7% slower than 128: docs/perf-history.md). One consumer: 128 FP8 keys (two CTAs of it share the
-// SM's shared memory, and its 184 registers hold S of 128 keys beside O; D 256 is never served with one), 64
-// 16-bit keys: the same 16 KB per K stage at D 128, so that two CTAs fit the SM's shared memory (128 keys would
-// take 145 KB a CTA at D 128, one CTA per SM).
+// 128 keys on the bench row); for D 256 on two consumers 128 FP8 keys (consumers of 240 registers beside a producer
+// of 24: 0.86x the time of 64-key tiles on the bench row, docs/perf-history.md) and 64 16-bit ones (16-bit K and V
+// stages of 128 keys would not fit shared memory); 128 otherwise (192 keys for FP8 D 128 measured 2-7% slower than
+// 128: docs/perf-history.md). One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184
+// registers hold S of 128 keys beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
+// at D 128, so that two CTAs fit the SM's shared memory (128 keys would take 145 KB a CTA at D 128, one CTA per SM).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
   return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)
          : n_consumers == 3 ? (d == 64 ? 128 : 64)
-         : d == 256                         ? 64
+         : d == 256                         ? (elem_bytes == 1 ? 128 : 64)
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;
 }

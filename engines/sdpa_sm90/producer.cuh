@@ -165,9 +165,14 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
     const int kv_end = ext.kv_limit - (kt_begin + j) * kN;  // keys of this tile at or past it are zero
     if constexpr (kFp8) {
       mbar_wait(&pv_empty[s], ph ^ 1);
-      // One consumer (decode): the opaque lane (transpose_v_tile) where the producer's tile chain binds.
-      transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(
-          sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
+      // FP8 D 256 on 128-key tiles: the transpose written for a producer of 24 registers. One consumer (decode): the
+      // opaque lane (transpose_v_tile) where the producer's tile chain binds.
+      if constexpr (kDv == 256 && kN == 128)
+        transpose_v_tile_d256<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
+            sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
+      else
+        transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(
+            sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
     } else if constexpr (kWidenKv) {
       widen_tile<Cfg::kIn, Cfg::kKvE5m2, kDv, kN, kTransposeThreads, Cfg::kWidenBar>(sV + s * kSmem.v_stage_bytes,
                                                                                    ptid - kFirstTransposer, kv_end);
@@ -193,7 +198,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
 template <class Cfg>
 __device__ __forceinline__ void producer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                          const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
-  setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit)>();
+  setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
   const int ptid = tid;
   const bool issuer = ptid == 0;
   if (issuer) {

@@ -76,5 +76,56 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   }
 }
 
+// The same transpose for FP8 D 256 on 128-key tiles, within the 24 registers a producer keeps beside two consumers
+// of 240 (O of 256 columns and S of 128 keys). transpose_v_tile deals units to warps round-robin and derives each
+// unit's two swizzled addresses from it: fully unrolled, ptxas kept the 16 units' addresses of both stages across
+// the tile loop and spilled 704 bytes at 24 registers; rolled, 16 bytes and a serial chain per unit. Here a warp
+// takes whole d blocks of 32 (d block b: warps w, w + kWarps, ...), each the 8 key groups of the tile. Within a
+// block the load addresses differ per key group by a constant; the store's 16-byte chunk is the key group XOR the
+// row's swizzle, and the V^T stage is 1024-aligned, so each unit's store address is the block's address of key
+// group 0 XOR an immediate. Per unit: ldmatrix, four byte permutes, one LOP3, stmatrix.
+template <int kDv, int kRowV, int kN, int kWarps, int kVtRows>
+__device__ __forceinline__ void transpose_v_tile_d256(const u8* sv, u8* svt, int ptid, int kv_end) {
+  static_assert(kDv == 256 && kRowV == 128 && kN == 128 && kVtRows == kDv,
+                "two 128-byte V sub-tiles, one V^T sub-tile of 128 keys");
+  constexpr int kBlocks = kDv / 32, kBlocksPerWarp = (kBlocks + kWarps - 1) / kWarps, kVtRow = kN;
+  const int lane = ptid % 32, warp = ptid / 32;
+  const int m = lane / 8, r = lane % 8, c = lane / 4, q = lane % 4;
+  const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
+  // Load: row (m & 1) * 8 + r of key group 0; d block b's 16-byte chunk 2 (b % 4) + (m >> 1) of the row in V
+  // sub-tile b / 4, swizzled by r: the block's part, 2 (b % 4), XORs into bits 5-6 (the stage is 1024-aligned).
+  const u32 ld = smem_addr(sv) + ((m & 1) * 8 + r) * kRowV + (((m >> 1) ^ r) << 4);
+  // Store: V^T row st_d of d block 0, chunk 0 (key group 0) swizzled by the row: st_d % 8 (32 b + st_d alike).
+  const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
+  const u32 st = smem_addr(svt) + st_d * kVtRow + ((st_d & 7) << 4);
+  auto unit = [&](u32 ld_b, u32 st_b, int g, u32 keep) {
+    u32 v[4];
+    ldmatrix_x4_trans(v, ld_b + g * 16 * kRowV);
+    const u32 w[4] = {__byte_perm(v[0], v[1], sel_lo) & keep, __byte_perm(v[0], v[1], sel_hi) & keep,
+                      __byte_perm(v[2], v[3], sel_lo) & keep, __byte_perm(v[2], v[3], sel_hi) & keep};
+    stmatrix_x4(st_b ^ u32(g << 4), w);
+  };
+  const bool last = kv_end < kN;  // the last tile of the keys (or of a batch's padding): zero keys at or past kv_end
+#pragma unroll
+  for (int i = 0; i < kBlocksPerWarp; ++i) {
+    const int b = warp + kWarps * i;
+    if (kBlocks % kWarps != 0 && b >= kBlocks) break;  // three warps: the last round has two blocks
+    const u32 ld_b = (ld ^ u32((b % 4) << 5)) + u32(b / 4) * (kN * kRowV);
+    const u32 st_b = st + u32(b) * (32 * kVtRow);
+    if (!last) {
+#pragma unroll
+      for (int g = 0; g < kN / 16; ++g) unit(ld_b, st_b, g, ~0u);
+    } else {
+#pragma unroll 1
+      for (int g = 0; g < kN / 16; ++g) {
+        const int lim = kv_end - g * 16;
+        unit(ld_b, st_b, g,
+             (2 * q < lim ? 0xFFu : 0u) | (2 * q + 1 < lim ? 0xFF00u : 0u) | (8 + 2 * q < lim ? 0xFF0000u : 0u) |
+                 (9 + 2 * q < lim ? 0xFF000000u : 0u));
+      }
+    }
+  }
+}
+
 }  // namespace sm90
 }  // namespace rime_dev
