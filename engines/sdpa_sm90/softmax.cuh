@@ -17,10 +17,21 @@ constexpr float kNoKeyMax = -3.40282347e38f;
 // the pack); l_run then carries the same factor, which the kernel removes once after the last tile.
 constexpr float kLog2PScale = 8.807354922057604f;
 
+// mx[0] = the max of mx[0 .. 2 kWidth), pairwise: log2(2 kWidth) dependent FMNMX (a template instance per level,
+// so that the array stays in registers: a loop over the levels left it in local memory).
+template <int kWidth, int kN>
+__device__ __forceinline__ void max_tree(float (&mx)[kN]) {
+  if constexpr (kWidth >= 1) {
+#pragma unroll
+    for (int n = 0; n < kWidth; ++n) mx[n] = fmaxf(mx[n], mx[n + kWidth]);
+    max_tree<kWidth / 2>(mx);
+  }
+}
+
 // The online softmax over one KV tile, on raw scores: s * mul is the score in log2 units (mul > 0, so the
 // largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
-// FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima and sums in two
-// chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
+// FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; maxima (below) and sums in
+// two chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
 // at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
 // kRowSums false: l_run is left alone (the caller sums P otherwise: rime_sm90::vt_sum_rows).
 // kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
@@ -31,16 +42,29 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
                                                    float mul, float log2_p_scale, float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    // Each chain starts from its first pair, not from -inf: ptxas keeps an FMNMX against -inf (fmaxf(-inf, NaN)
-    // is -inf, not NaN), one per chain and row.
-    static_assert(kNT >= 2 && kNT % 2 == 0, "two max chains of whole pairs");
-    float mx0 = fmaxf(s[0][2 * r], s[0][2 * r + 1]), mx1 = fmaxf(s[1][2 * r], s[1][2 * r + 1]);
+    // The row's max over the tile, from its first pairs, not from -inf: ptxas keeps an FMNMX against -inf
+    // (fmaxf(-inf, NaN) is -inf, not NaN). 64-key tiles (kNT 8): a pairwise tree of the thread's 16 scores, 4
+    // dependent FMNMX where two chains take 5; H200, A/B of 3 rounds in two calls: FP8 B1 H32 S16384 D 128 0.943x and
+    // 0.959x the time, the other 64-key rows 0.995x-1.002x. Wider tiles keep two chains: the tree measured
+    // 1.004x-1.014x on their rows (FP8 D 64 and D 256, the paged prefill, BF16 D 64).
+    float m_thread;
+    if constexpr (kNT == 8) {
+      float mx[kNT];
 #pragma unroll
-    for (int n = 2; n < kNT; n += 2) {
-      mx0 = fmaxf(mx0, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
+      for (int n = 0; n < kNT; ++n) mx[n] = fmaxf(s[n][2 * r], s[n][2 * r + 1]);
+      max_tree<kNT / 2>(mx);
+      m_thread = mx[0];
+    } else {
+      static_assert(kNT >= 2 && kNT % 2 == 0, "two max chains of whole pairs");
+      float mx0 = fmaxf(s[0][2 * r], s[0][2 * r + 1]), mx1 = fmaxf(s[1][2 * r], s[1][2 * r + 1]);
+#pragma unroll
+      for (int n = 2; n < kNT; n += 2) {
+        mx0 = fmaxf(mx0, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx1 = fmaxf(mx1, fmaxf(s[n + 1][2 * r], s[n + 1][2 * r + 1]));
+      }
+      m_thread = fmaxf(mx0, mx1);
     }
-    const float m_tile = quad_max(fmaxf(mx0, mx1)) * mul;
+    const float m_tile = quad_max(m_thread) * mul;
     float m_new;
     if constexpr (kSlack > 0) m_new = m_tile > m_run[r] + float(kSlack) ? m_tile : m_run[r];
     else m_new = fmaxf(m_run[r], m_tile);
