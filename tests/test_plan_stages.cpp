@@ -257,6 +257,7 @@ TEST_CASE("paged K/V: the facts, and decode and prefill on the Hopper engine thr
     CHECK(has(cq->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<e4m3, fp32, 128, 128,"));
     CHECK(has(cq->derived.stages[0].spec.name_expression, "q_bf16"));
     CHECK(has(cq->derived.stages[0].spec.name_expression, "kv_fp8"));
+    CHECK(has(cq->decision.tile_reason, "a BF16 Q over FP8_E4M3 K/V at D 128 (the FP8 kernel, Q in two E4M3 terms)"));
   }
   // A cache of more than 32768 KV tiles keeps the chunk grid too (the kernel's walk counts in 32 bits).
   {

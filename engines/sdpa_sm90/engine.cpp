@@ -23,6 +23,14 @@ bool fp8_q(const Facts& f) { return f.is_fp8 && !f.q16_over_fp8_kv(); }
 bool fp8_kernel(const Facts& f, int n_consumers) { return fp8_q(f) || (f.q16_over_fp8_kv() && n_consumers == 1); }
 int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// The inputs and head dim, for the tile's explanation; a 16-bit Q over FP8 K/V also says which of its two kernels
+// runs on n consumers.
+std::string inputs_of(const Facts& f, int n_consumers) {
+  if (!f.q16_over_fp8_kv()) return fmt::format("{} D {}", to_string(f.q().dtype), f.D_qk);
+  return fmt::format("a {} Q over {} K/V at D {} ({})", to_string(f.q().dtype), to_string(f.k().dtype), f.D_qk,
+                     fp8_kernel(f, n_consumers) ? "the FP8 kernel, Q in two E4M3 terms"
+                                                : "the 16-bit kernel, K and V widened in shared memory");
+}
 
 // The row's tile for these head dims on n consumer warpgroups, if it lists one.
 std::optional<RowTile> row_tile(const Facts& f, const CapabilityRow& row, int n) {
@@ -176,8 +184,8 @@ class SdpaSm90Ws final : public Engine {
       return Status(StatusCode::NotSupported, fmt::format("row {}: no tile on {} consumer warpgroups for head dims "
                                                           "({}, {})",
                                                           row.id, c.n, f.D_qk, f.D_v));
-    std::string reason = fmt::format("the Hopper engine's tile for {} D {}: {}, {} keys", to_string(f.q().dtype),
-                                     f.D_qk, c.reason, t->tile.kv);
+    std::string reason =
+        fmt::format("the Hopper engine's tile for {}: {}, {} keys", inputs_of(f, c.n), c.reason, t->tile.kv);
     if (f.pinned_tile) {  // the matcher has checked that the row lists it for these head dims
       for (const RowTile& listed : row.tiles_for(f.D_qk, f.D_v))
         if (listed.tile == *f.pinned_tile) t = listed;
