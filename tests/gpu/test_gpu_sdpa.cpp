@@ -36,6 +36,13 @@ Result<testing::TrialReport> recorded_trial(const Plan& plan, const testing::Tri
   return testing::run_trial(plan, inputs, options);
 }
 
+// A report's failures as indented lines, for an INFO beside the check.
+std::string failures_text(const testing::TrialReport& report) {
+  std::string text;
+  for (const std::string& f : report.failures) text += "\n  " + f;
+  return text;
+}
+
 // Builds plans on several threads: the compiles dominate and NVRTC runs one compile per thread.
 std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
   std::vector<std::future<Result<Plan>>> futures;
@@ -58,11 +65,9 @@ testing::TrialReport checked_trial(const Plan& plan, uint64_t seed,
   opt.max_reference_rows = max_reference_rows;
   Result<testing::TrialReport> rep = recorded_trial(plan, testing::make_inputs(plan.graph(), seed), opt);
   REQUIRE(rep.ok());
-  std::string failures;
-  for (const auto& f : rep->failures) failures += "\n  " + f;
   INFO("engine " << plan.config().derived.engine << " split " << plan.config().decision.split_kv << " tile "
                  << plan.config().decision.tile.q << "x" << plan.config().decision.tile.kv << ": rel L2 " << rep->o_rel_l2 << " (reference quantization "
-                 << rep->quant_rel_l2 << ")" << failures);
+                 << rep->quant_rel_l2 << ")" << failures_text(rep.value()));
   CHECK(rep->passed);
   return rep.value();
 }
@@ -486,9 +491,7 @@ static PagedDenseRun run_paged_and_dense(const Graph& paged, const Graph& dense,
   Result<testing::TrialReport> dr = recorded_trial(dp, din, {});
   REQUIRE(pr.ok());
   REQUIRE(dr.ok());
-  std::string failures;
-  for (const auto& f : pr->failures) failures += "\n  " + f;
-  INFO("paged: rel L2 " << pr->o_rel_l2 << failures);
+  INFO("paged: rel L2 " << pr->o_rel_l2 << failures_text(pr.value()));
   CHECK(pr->passed);
   CHECK(dr->passed);
   const int64_t o_uid = paged.operand(Role::O)->uid;
@@ -753,12 +756,10 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
     Result<testing::TrialReport> tr = recorded_trial(tp.value(), tin, opt);
     REQUIRE(rr.ok());
     REQUIRE(tr.ok());
-    std::string failures;
-    for (const auto& f : rr->failures) failures += "\n  " + f;
     const std::string& re = rp->config().derived.engine;
     const std::string& te = tp->config().derived.engine;
     INFO("engines: ragged " << re << " split " << rp->config().decision.split_kv << ", padded " << te
-                            << "; ragged rel L2 " << rr->o_rel_l2 << failures);
+                            << "; ragged rel L2 " << rr->o_rel_l2 << failures_text(rr.value()));
     CHECK(rr->passed);
     CHECK(tr->passed);
     passed += rr->passed;
@@ -965,7 +966,7 @@ TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV ti
       REQUIRE(plan.ok());
       Result<testing::TrialReport> rep = recorded_trial(plan.value(), inputs, {});
       REQUIRE(rep.ok());
-      for (const auto& f : rep->failures) INFO(f);
+      INFO("failures:" << failures_text(rep.value()));  // INFO in a loop body would be gone by the CHECK
       CHECK(rep->passed);
       reports.push_back(rep.value());
     }
@@ -1050,9 +1051,7 @@ TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[g
       REQUIRE(api->cuMemcpyDtoH(bytes.data(), reinterpret_cast<CUdeviceptr>(buffers[t.uid]), bytes.size()) == CUDA_SUCCESS);
     }
     const testing::TrialReport on_second = testing::check_outputs(graph, plan->facts(), second, outputs, {});
-    std::string failures;
-    for (const auto& msg : on_second.failures) failures += "\n  " + msg;
-    INFO("replay on the second inputs:" << failures);
+    INFO("replay on the second inputs:" << failures_text(on_second));
     CHECK(on_second.passed);
     // And it is not the first inputs' result.
     CHECK_FALSE(testing::check_outputs(graph, plan->facts(), first, outputs, {}).passed);
@@ -1079,7 +1078,7 @@ TEST_CASE("every example runs and checks", "[gpu][examples]") {
     opt.max_reference_rows = test::gpu_tier() == test::Tier::Quick ? 512 : 1024;
     Result<testing::TrialReport> rep = recorded_trial(plan.value(), testing::make_inputs(g.value(), 3), opt);
     REQUIRE(rep.ok());
-    for (const auto& f : rep->failures) INFO(f);
+    INFO("failures:" << failures_text(rep.value()));
     CHECK(rep->passed);
   }
 }
@@ -1206,9 +1205,7 @@ TEST_CASE("context parallel at world size 1 through NCCL equals the single-GPU p
       Result<testing::TrialReport> rc = recorded_trial(cp.value(), inputs, {});
       REQUIRE(rs.ok());
       REQUIRE(rc.ok());
-      std::string failures;
-      for (const auto& f : rc->failures) failures += "\n  " + f;
-      INFO("context parallel: rel L2 " << rc->o_rel_l2 << failures);
+      INFO("context parallel: rel L2 " << rc->o_rel_l2 << failures_text(rc.value()));
       CHECK(rs->passed);
       CHECK(rc->passed);
       ++run;
