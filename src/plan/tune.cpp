@@ -9,11 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <future>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "plan/build_batch.hpp"
 #include "plan/tuned.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
@@ -252,18 +251,11 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
   std::vector<Decision> todo;
   for (const Config& c : tuning_candidates(f))
     if (!same(c.decision, chosen)) todo.push_back(c.decision);
-  std::vector<Result<Plan>> plans;
-  const size_t workers = std::max(2u, std::thread::hardware_concurrency());
-  for (size_t k = 0; k < todo.size(); k += workers) {
-    std::vector<std::future<Result<Plan>>> batch;
-    for (size_t j = k; j < std::min(todo.size(), k + workers); ++j)
-      batch.push_back(std::async(std::launch::async, [&graph, &base, d = todo[j]]() -> Result<Plan> {
-        Result<Graph> g = pinned(graph, d);
-        if (!g.ok()) return g.status();
-        return Plan::build(g.value(), base);
-      }));
-    for (auto& fut : batch) plans.push_back(fut.get());
-  }
+  const std::vector<Result<Plan>> plans = build_plans_in_batches(todo.size(), [&](size_t j) -> Result<Plan> {
+    Result<Graph> g = pinned(graph, todo[j]);
+    if (!g.ok()) return g.status();
+    return Plan::build(g.value(), base);
+  });
 
   Result<CUcontext> ctx = driver::primary_context(heuristic->device_ordinal());
   if (!ctx.ok()) return ctx.status();

@@ -2,16 +2,15 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <thread>
 
 #include "catch.hpp"
 #include "gpu/tier.hpp"
 #include "test_paths.hpp"
 #include "graph/geometry.hpp"
+#include "plan/build_batch.hpp"
 #include "block_scaled_graph.hpp"
 #include "paged_gather.hpp"
 #include "ragged_twin.hpp"
@@ -43,18 +42,8 @@ std::string failures_text(const testing::TrialReport& report) {
   return text;
 }
 
-// Builds plans on several threads: the compiles dominate and NVRTC runs one compile per thread.
 std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
-  std::vector<std::future<Result<Plan>>> futures;
-  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
-  std::vector<Result<Plan>> out;
-  for (size_t i = 0; i < graphs.size(); i += workers) {
-    futures.clear();
-    for (size_t j = i; j < std::min(graphs.size(), i + workers); ++j)
-      futures.push_back(std::async(std::launch::async, [&graphs, j] { return Plan::build(graphs[j]); }));
-    for (auto& f : futures) out.push_back(f.get());
-  }
-  return out;
+  return build_plans_in_batches(graphs.size(), [&graphs](size_t j) { return Plan::build(graphs[j]); });
 }
 
 // One trial of `plan` on fresh inputs from `seed`, checked: on a failure the assertion shows the plan, the

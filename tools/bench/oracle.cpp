@@ -13,12 +13,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <future>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "plan/build_batch.hpp"
 #include "rime/graph.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/rows.hpp"
@@ -265,15 +264,8 @@ int main(int argc, char** argv) {
     std::vector<Decision> todo;
     for (const Config& c : cs.value())
       if (describe(c.decision) != chosen) todo.push_back(c.decision);  // the heuristics' plan is timed above
-    std::vector<Result<Plan>> plans;
-    const size_t workers = std::max(2u, std::thread::hardware_concurrency());
-    for (size_t k = 0; k < todo.size(); k += workers) {
-      std::vector<std::future<Result<Plan>>> batch;
-      for (size_t j = k; j < std::min(todo.size(), k + workers); ++j)
-        batch.push_back(std::async(std::launch::async,
-                                   [&s, d = todo[j]] { return Plan::build(graph_of(s, d.split_kv, d.tile)); }));
-      for (auto& f : batch) plans.push_back(f.get());
-    }
+    std::vector<Result<Plan>> plans = build_plans_in_batches(
+        todo.size(), [&](size_t j) { return Plan::build(graph_of(s, todo[j].split_kv, todo[j].tile)); });
     for (size_t k = 0; k < todo.size(); ++k) {
       Result<Plan>& p = plans[k];
       Result<testing::TrialReport> r = p.ok() ? testing::run_trial(p.value(), inputs, timed)
