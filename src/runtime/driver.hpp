@@ -3,12 +3,12 @@
 #pragma once
 
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <string>
 
 #include "rime/device.hpp"
 #include "rime/status.hpp"
+#include "runtime/symbols.hpp"
 
 namespace rime::driver {
 
@@ -58,13 +58,7 @@ void* library();
 // the symbol, when libcuda has none.
 template <class F>
 bool load_symbol(void* lib, const char* name, F& out, std::string& error) {
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    error = std::string("libcuda has no symbol ") + name;
-    return false;
-  }
-  out = reinterpret_cast<F>(sym);
-  return true;
+  return runtime::load_symbol(lib, "libcuda", name, out, error);
 }
 
 // Wraps a driver result into a Status naming the call.

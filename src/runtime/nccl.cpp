@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "runtime/symbols.hpp"
+
 namespace rime::nccl {
 namespace {
 
@@ -17,13 +19,7 @@ struct Loaded {
 
 template <class F>
 bool load(void* lib, const char* name, F& out, std::string& error) {
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    error = fmt::format("NCCL library has no symbol {}", name);
-    return false;
-  }
-  out = reinterpret_cast<F>(sym);
-  return true;
+  return runtime::load_symbol(lib, "the NCCL library", name, out, error);
 }
 
 const Loaded& loaded() {
