@@ -48,6 +48,9 @@ struct Plan::State {
   bool prepared = false;
   // A context-parallel plan's options (PlanOptions::context_parallel): its communicator, checked when prepared.
   std::optional<ContextParallel> context_parallel;
+  // Context parallel: the stage the all-gather of the ranks' partials precedes (the combine), found when prepared;
+  // -1 for other plans.
+  int after_collective = -1;
   // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
   mutable IndexChecker checker;
 };
@@ -335,7 +338,16 @@ Status Plan::prepare(int device_ordinal) {
   }
   s.functions = std::move(functions);
   s.grid_x = std::move(grid_x);
-  if (s.context_parallel) RIME_RETURN_IF_ERROR(context_parallel::check_communicator(*s.context_parallel, device_ordinal));
+  int after_collective = -1;
+  if (s.context_parallel) {
+    RIME_RETURN_IF_ERROR(context_parallel::check_communicator(*s.context_parallel, device_ordinal));
+    const auto& stages = s.config.derived.stages;
+    for (size_t i = 0; i < stages.size(); ++i)
+      if (stages[i].role == "combine") after_collective = static_cast<int>(i);
+    if (after_collective < 0)
+      return Status(StatusCode::Internal, "a context-parallel plan without a combine stage to gather its partials for");
+  }
+  s.after_collective = after_collective;
   s.context = ctx.value();
   s.device_ordinal = device_ordinal;
   s.prepared = true;
@@ -376,7 +388,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
     const KernelStage& stage = stages[n];
     // Context parallel: every rank's partials reach every rank's workspace before the combine reads them. The
     // combine then launches plainly, after the collective.
-    const bool after_collective = s.context_parallel && stage.role == "combine";
+    const bool after_collective = static_cast<int>(n) == s.after_collective;
     if (after_collective)
       RIME_RETURN_IF_ERROR(context_parallel::all_gather(s.facts, s.config, workspace, s.context_parallel->comm, cu_stream));
     void* args[] = {params[n].bytes};
