@@ -79,9 +79,9 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
 // The same transpose for FP8 D 256 on 128-key tiles, within the 24 registers a producer keeps beside two consumers
 // of 240 (O of 256 columns and S of 128 keys). transpose_v_tile deals units to warps round-robin and derives each
 // unit's two swizzled addresses from it: fully unrolled, ptxas kept the 16 units' addresses of both stages across
-// the tile loop and spilled 704 bytes at 24 registers; rolled, 16 bytes and a serial chain per unit. Here a warp
-// takes whole d blocks of 32 (d block b: warps w, w + kWarps, ...), each the 8 key groups of the tile. Within a
-// block the load addresses differ per key group by a constant; the store's 16-byte chunk is the key group XOR the
+// the tile loop and spilled 704 bytes at 24 registers; rolled, 16 bytes and a serial chain per unit. Here warp w
+// takes whole d blocks of 32 (blocks w, w + kWarps, ...), each over the tile's 8 key groups. Within a block the
+// load addresses differ per key group by a constant; the store's 16-byte chunk is the key group XOR the
 // row's swizzle, and the V^T stage is 1024-aligned, so each unit's store address is the block's address of key
 // group 0 XOR an immediate. Per unit: ldmatrix, four byte permutes, one LOP3, stmatrix.
 template <int kDv, int kRowV, int kN, int kWarps, int kVtRows>
