@@ -37,13 +37,13 @@ enum ExitCode : int {
 };
 int exit_code_for(StatusCode code);
 
-// Options every command may have; each command's parser fills what it declares.
 // run --ranks N: the rank a launched process is, with the NCCL unique id its parent made (256 hex digits).
 struct LaunchedRank {
   int rank = 0, world = 1;
   std::string id_hex;
 };
 
+// Options every command may have; each command's parser fills what it declares.
 struct Options {
   std::vector<std::string> argv;  // the command line, for run --ranks to start its ranks with
   std::string file;  // empty: the embedded default graph

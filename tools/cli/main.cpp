@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -164,10 +165,14 @@ int run_command_line(int argc, char** argv) {
          "--launched-rank",
          [&o](const std::string& v) {
            const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
-           if (b == std::string::npos) throw CLI::ValidationError("--launched-rank", "expected RANK:WORLD:ID");
            LaunchedRank r;
-           r.rank = std::stoi(v.substr(0, a));
-           r.world = std::stoi(v.substr(a + 1, b - a - 1));
+           auto whole = [](const char* from, const char* to, int& out) {  // all of [from, to) is a number
+             const std::from_chars_result got = std::from_chars(from, to, out);
+             return got.ec == std::errc() && got.ptr == to && from != to;
+           };
+           if (b == std::string::npos || !whole(v.data(), v.data() + a, r.rank) ||
+               !whole(v.data() + a + 1, v.data() + b, r.world))
+             throw CLI::ValidationError("--launched-rank", "expected RANK:WORLD:ID, got '" + v + "'");
            r.id_hex = v.substr(b + 1);
            if (r.world < 1 || r.rank < 0 || r.rank >= r.world)
              throw CLI::ValidationError("--launched-rank", "rank outside [0, world)");
