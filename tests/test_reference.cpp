@@ -753,6 +753,18 @@ TEST_CASE("per-(batch, kv head) descales: query head h of batch b reads entry [b
   // And the entries differ (one draw each), so a reader of entry 0 would not pass the rows above.
   const std::vector<uint8_t>& dk = in.tensors.at(per_head.operand(Role::DescaleK)->uid);
   CHECK(load_element(DataType::FP32, dk.data(), 0) != load_element(DataType::FP32, dk.data(), 3));
+
+  // uniform_descales (the per-head bench rows): every entry holds the value the per-tensor graph draws from the
+  // same seed, and every other input is the per-tensor graph's, byte for byte.
+  const testing::TrialInputs same = testing::make_inputs(per_head, 5, 2, std::nullopt, std::nullopt, true);
+  const testing::TrialInputs twin = testing::make_inputs(per_tensor, 5);
+  for (Role r : {Role::DescaleQ, Role::DescaleK, Role::DescaleV}) {
+    const double want = load_element(DataType::FP32, twin.tensors.at(per_tensor.operand(r)->uid).data(), 0);
+    const std::vector<uint8_t>& got = same.tensors.at(per_head.operand(r)->uid);
+    for (int64_t e = 0; e < B * H_kv; ++e) CHECK(load_element(DataType::FP32, got.data(), e) == want);
+  }
+  for (Role r : {Role::Q, Role::K, Role::V, Role::ScaleO})
+    CHECK(same.tensors.at(per_head.operand(r)->uid) == twin.tensors.at(per_tensor.operand(r)->uid));
 }
 
 TEST_CASE("the MXFP8-input reference applies SF_Q, SF_K and SF_V where SPEC section 6 puts them", "[reference][mx]") {

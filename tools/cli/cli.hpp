@@ -61,6 +61,7 @@ struct Options {
   std::string inputs_dir, save_dir;
   std::optional<std::pair<int64_t, int64_t>> kv_lengths;  // --kv-lengths LO:HI
   std::optional<std::pair<int64_t, int64_t>> seq_lengths;  // --seq-lengths LO:HI
+  bool uniform_descales = false;                           // run --uniform-descales
   bool no_tuned = false;  // plan / run --no-tuned: the heuristics' choice even where `rime tune` recorded one
   int ranks = 0;                        // run --ranks N: one process per GPU (ranks_command.cpp)
   std::optional<LaunchedRank> launched;  // run --launched-rank R:N:ID: one of those processes

@@ -197,6 +197,9 @@ int run_command_line(int argc, char** argv) {
          "draw every sequence's length uniformly in LO:HI, the same for Q and K/V (seq_len_q = seq_len_kv, or "
          "ragged offsets; clamped to S, trimmed to T), e.g. 128:8192")
       ->check(length_range);
+  run->add_flag("--uniform-descales", o.uniform_descales,
+                "one drawn value in every entry of descale_q, descale_k and descale_v: a graph with per-(batch, kv "
+                "head) descales computes what its per-tensor twin does from the same seed");
 
   cache->require_subcommand(1, 1);
   CLI::App* c_ls = cache->add_subcommand("ls", "entries: name, arch, bytes, last used, kernel; then foreign names, then "

@@ -197,9 +197,10 @@ std::string visible_device(int rank) {
 int cmd_run_ranks(const Options& opts, const Graph& whole) {
   const std::string source = source_of(opts);
   if (opts.json) return report_failure(invalid("--ranks prints each rank's lines; --json is not offered with it"), opts, source);
-  if (!opts.inputs_dir.empty() || !opts.save_dir.empty() || opts.kv_lengths || opts.seq_lengths || opts.check_indices)
+  if (!opts.inputs_dir.empty() || !opts.save_dir.empty() || opts.kv_lengths || opts.seq_lengths || opts.check_indices ||
+      opts.uniform_descales)
     return report_failure(invalid("--ranks draws its inputs from --seed; --inputs, --save, --kv-lengths, "
-                                  "--seq-lengths and --check-indices are not offered with it"),
+                                  "--seq-lengths, --uniform-descales and --check-indices are not offered with it"),
                           opts, source);
   const int world = opts.launched ? opts.launched->world : opts.ranks;
   Result<Graph> shard = shard_graph(whole, world);

@@ -45,6 +45,12 @@ int cmd_run(const Options& opts) {
     return report_failure(Status(StatusCode::InvalidArgument,
                                  "--seq-lengths and --kv-lengths both draw seq_len_kv: give one of them"),
                           opts, source);
+  if (opts.uniform_descales && !graph.operand(Role::DescaleQ) && !graph.operand(Role::DescaleK) &&
+      !graph.operand(Role::DescaleV))
+    return report_failure(Status(StatusCode::InvalidArgument,
+                                 "--uniform-descales fills descale_q, descale_k and descale_v, and the graph binds "
+                                 "none of them"),
+                          opts, source);
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
   PlanOptions options;
@@ -97,7 +103,7 @@ int cmd_run(const Options& opts) {
   if (opts.kv_lengths) kv_lengths = testing::LengthRange{opts.kv_lengths->first, opts.kv_lengths->second};
   std::optional<testing::LengthRange> seq_lengths;
   if (opts.seq_lengths) seq_lengths = testing::LengthRange{opts.seq_lengths->first, opts.seq_lengths->second};
-  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed, 2, kv_lengths, seq_lengths);
+  testing::TrialInputs inputs = testing::make_inputs(graph, opts.seed, 2, kv_lengths, seq_lengths, opts.uniform_descales);
   std::vector<std::string> read;
   if (!opts.inputs_dir.empty()) {
     Status s = testing::read_npy_inputs(graph, opts.inputs_dir, inputs.tensors, read);

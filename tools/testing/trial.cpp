@@ -194,7 +194,7 @@ void fill_page_table(const Graph& g, TrialInputs& inputs, uint64_t seed) {
 }
 
 TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::optional<LengthRange> seq_len_kv,
-                        std::optional<LengthRange> seq_lengths) {
+                        std::optional<LengthRange> seq_lengths, bool uniform_descales) {
   TrialInputs in;
   in.seed = seed;
   // Sequence b's length of the seq_lengths mix: its own generator, so that both sides (and a ragged graph and its
@@ -242,11 +242,14 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
       }
       case Role::DescaleQ:
       case Role::DescaleK:
-      case Role::DescaleV:  // per tensor, or one per (batch, kv head): each its own draw
+      case Role::DescaleV: {  // per tensor, or one per (batch, kv head): each its own draw, or one for all
+        const double shared = uniform_descales ? uniform(0.5, 1.5) : 0.0;
         for (int64_t b = 0; b < t.dims[0]; ++b)
           for (int64_t h = 0; h < t.dims[1]; ++h)
-            reference::store_element(t.dtype, bytes.data(), b * t.strides[0] + h * t.strides[1], uniform(0.5, 1.5));
+            reference::store_element(t.dtype, bytes.data(), b * t.strides[0] + h * t.strides[1],
+                                     uniform_descales ? shared : uniform(0.5, 1.5));
         break;
+      }
       case Role::ScaleO:
         reference::store_element(t.dtype, bytes.data(), 0, uniform(0.5, 2.0));
         break;

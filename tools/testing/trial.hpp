@@ -29,12 +29,15 @@ struct TrialInputs {
 // (a prefill's self-attention mix: seq_len_q = seq_len_kv, or both ragged sides' offsets), clamped to each side's
 // S and trimmed to a ragged side's T. The draw depends on the seed and the sequence only, so a ragged graph and
 // its padded twin get the same lengths.
+// uniform_descales: descale_q / descale_k / descale_v take one draw each, in every entry. A graph with per-(batch,
+// kv head) descales then gets the values its per-tensor twin gets from the same seed, entry for entry, and computes
+// the same O: the two plans' times differ by their descale handling alone (the per-head bench rows).
 struct LengthRange {
   int64_t lo = 0, hi = 0;
 };
 TrialInputs make_inputs(const Graph& graph, uint64_t seed, int mx_scale_log2 = 2,
                         std::optional<LengthRange> seq_len_kv = std::nullopt,
-                        std::optional<LengthRange> seq_lengths = std::nullopt);
+                        std::optional<LengthRange> seq_lengths = std::nullopt, bool uniform_descales = false);
 
 // Paged K/V: fills the page table for the seq_len_kv in `inputs`: the pool's pages in a shuffled order, sequence
 // after sequence (wrapping: sequences share pages when the pool is smaller than B x max_pages); entries past a
