@@ -17,20 +17,24 @@ struct Config {
   static constexpr bool kFp8 = kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2;
   static constexpr int kEB = kFp8 ? 1 : 2;
   // A 16-bit Q over FP8 K/V (an FP8 KV cache under a BF16/FP16 model, RIME_F_KV_FP8), in one of two forms:
-  //  - kWidenKv (two consumers, prefill): the kernel is the 16-bit one (kIn is Q's type), and the producer widens
-  //    each FP8 K and V tile exactly to Q's type in place, in its 16-bit stage (widen.cuh);
-  //  - kQSplit (one consumer, decode): the kernel is the FP8 one (kIn is K/V's type), and each consumer splits its
-  //    Q rows into two E4M3 terms on a power-of-two scale per row (load_q_split), hi in shared memory and lo in
-  //    registers, so that Q.K^T = hi.K^T + lo.K^T carries Q to about 2^-8 of each value, as its 16-bit type does.
-  //    The widened form moves half the FP8 kernel's bytes per KV tile (64 keys against 128: 16-bit stages of 128
-  //    keys do not fit two CTAs per SM), and a decode's time goes by its tiles: 0.47x of a copy on the H200 where
-  //    the FP8 kernel reaches 0.92x (docs/perf-history.md).
+  //  - kWidenKv (D 256, and D 64 on two consumers): the kernel is the 16-bit one (kIn is Q's type), and the
+  //    producer widens each FP8 K and V tile exactly to Q's type in place, in its 16-bit stage (widen.cuh); Q's
+  //    second term does not fit the FP8 consumers' registers there (32 at D 256; at D 64 on two consumers, beside
+  //    S of 256 keys, ptxas serialized the wgmmas);
+  //  - kQSplit (D 64 and D 128 otherwise, decode and prefill): the kernel is the FP8 one (kIn is K/V's type), and each
+  //    consumer splits its Q rows into two E4M3 terms on a power-of-two scale per row (load_q_split), hi in shared
+  //    memory and lo in registers, so that Q.K^T = hi.K^T + lo.K^T carries Q to about 2^-8 of each value, as its
+  //    16-bit type does. The widened form moves half the FP8 kernel's bytes per KV tile (64 keys against 128:
+  //    16-bit stages of 128 keys do not fit two CTAs per SM), and a decode's time goes by its tiles: 0.47x of a
+  //    copy on the H200 where the FP8 kernel reaches 0.92x; the widened prefill ran 347 TFLOP/s on B4 S4096 causal
+  //    where the FP8 Q graph ran 733 (docs/perf-history.md).
   static constexpr bool kKvFp8 = (kFeatures & RIME_F_KV_FP8) != 0;
   static constexpr bool kWidenKv = kKvFp8 && !kFp8;
   static constexpr bool kQSplit = kKvFp8 && kFp8;
   static constexpr bool kKvE5m2 = (kFeatures & RIME_F_KV_E5M2) != 0;
   static constexpr int kQType = !kQSplit ? kIn : (kFeatures & RIME_F_Q_BF16) != 0 ? RIME_T_BF16 : RIME_T_FP16;
-  static_assert(!kQSplit || kC == 1, "Q in two E4M3 terms: the one-consumer (decode) kernel");
+  static_assert(!kQSplit || (kDqk <= 128 && !(kDqk == 64 && kC == 2)),
+                "Q in two E4M3 terms: its second term fits the registers up to D 128, not beside S of 256 keys");
   static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   static constexpr int kTileQ = rime_sm90::tile_q(kC);
   static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);

@@ -17,10 +17,14 @@ namespace rime::engines {
 namespace {
 
 // The kernel's element type (its template's kIn): Q's, except for a 16-bit Q over FP8 K/V (row
-// sdpa_sm90_q16_fp8kv) on one consumer (decode), which runs the FP8 kernel with Q split into two E4M3 terms
-// (config.cuh, kQSplit); on two consumers it runs the 16-bit kernel, its K and V widened in the kernel (widen.cuh).
+// sdpa_sm90_q16_fp8kv), which runs the FP8 kernel with Q split into two E4M3 terms (config.cuh, kQSplit) where Q's
+// second term fits the consumer's registers: D 64 and D 128, but not D 64 on two consumers, whose 256-key tile's S
+// (128 registers) beside it made ptxas serialize the wgmmas. There, and at D 256, it runs the 16-bit kernel, its K
+// and V widened in the kernel (widen.cuh).
 bool fp8_q(const Facts& f) { return f.is_fp8 && !f.q16_over_fp8_kv(); }
-bool fp8_kernel(const Facts& f, int n_consumers) { return fp8_q(f) || (f.q16_over_fp8_kv() && n_consumers == 1); }
+bool fp8_kernel(const Facts& f, int n_consumers) {
+  return fp8_q(f) || (f.q16_over_fp8_kv() && f.D_qk <= 128 && !(f.D_qk == 64 && n_consumers == 2));
+}
 int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The inputs and head dim, for the tile's explanation; a 16-bit Q over FP8 K/V also says which of its two kernels
@@ -87,7 +91,9 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   if (!row_tile(f, row, 3))
     return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
                            f.D_qk, f.D_v)};
-  const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64, fp8 = fp8_q(f);
+  // A 16-bit Q over FP8 K/V on the FP8 kernel (two Q.K^T terms) takes the FP8 kernel's measured times: not measured
+  // on its own yet.
+  const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64, fp8 = fp8_kernel(f, 3);
   if (f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
   // A causal mask with per-batch lengths (padded, ragged or paged prefill) takes the causal grid's model on the

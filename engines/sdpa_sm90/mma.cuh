@@ -53,16 +53,28 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, in
 // two (Config::kQSplit); the first, Q_hi, is wgmma_qk_hi's.
 template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk_lo(float (&s)[kN / 8][4], const u32 (&a)[4], u64 b) {
-  static_assert(kN == 128, "the one-consumer FP8 tile");
-  if constexpr (kIn == RIME_T_E4M3) wgmma_rs_m64n128_e4m3_e4m3(s, a, b, 1);
-  else wgmma_rs_m64n128_e4m3_e5m2(s, a, b, 1);
+  if constexpr (kIn == RIME_T_E4M3) {
+    if constexpr (kN == 64) wgmma_rs_m64n64_e4m3_e4m3(s, a, b, 1);
+    else if constexpr (kN == 256) wgmma_rs_m64n256_e4m3_e4m3(s, a, b, 1);
+    else wgmma_rs_m64n128_e4m3_e4m3(s, a, b, 1);
+  } else {
+    if constexpr (kN == 64) wgmma_rs_m64n64_e4m3_e5m2(s, a, b, 1);
+    else if constexpr (kN == 256) wgmma_rs_m64n256_e4m3_e5m2(s, a, b, 1);
+    else wgmma_rs_m64n128_e4m3_e5m2(s, a, b, 1);
+  }
 }
 // S (64 x kN) (+)= Q_hi (shared, E4M3) K^T, K in kIn.
 template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk_hi(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
-  static_assert(kN == 128, "the one-consumer FP8 tile");
-  if constexpr (kIn == RIME_T_E4M3) wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
-  else wgmma_ss_m64n128_e4m3_e5m2(s, a, b, acc);
+  if constexpr (kIn == RIME_T_E4M3) {
+    if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e4m3(s, a, b, acc);
+    else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e4m3(s, a, b, acc);
+    else wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
+  } else {
+    if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e5m2(s, a, b, acc);
+    else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e5m2(s, a, b, acc);
+    else wgmma_ss_m64n128_e4m3_e5m2(s, a, b, acc);
+  }
 }
 // O (64 x D) += P (registers, one k step) V.
 template <int kIn, int kD>
