@@ -7,7 +7,7 @@ import sys
 
 
 ANCHOR_IMPLS = ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16", "rime_padded",
-                "rime_dense_causal", "rime_per_tensor")
+                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q")
 
 
 def load(path):
@@ -23,10 +23,19 @@ def main(ours_csv, anchors_csv, outdir):
     # TFLOP/s the issue holds the ragged batch to (within 10%). Their ratio is of TFLOP/s, the work differing. A
     # paged prefill row (the same causal prefill, K/V through a page table) has the dense causal row as anchor. A
     # <graph>_perhead row (descales per (batch, kv head)) has <graph> (per-tensor descales) as anchor: their cost.
+    # A prefill <graph>_bf16q row (a BF16 Q over the FP8 K/V of <graph>) has <graph> (the FP8 Q plan) and torch's
+    # cuDNN on the same shape with every tensor in BF16 (what the model would run without an FP8 cache).
     by_graph = {o["graph"]: o for o in ours}
     for o in ours:
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
             anchor[(o["graph"].split("_", 1)[1], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
+        if o["graph"].endswith("_bf16q") and "decode" not in o["graph"]:
+            base = o["graph"][:-len("_bf16q")]
+            shape = o["graph"].split("_", 1)[1]
+            if base in by_graph:
+                anchor[(shape, "rime_fp8_q")] = by_graph[base]
+            if (base.split("_", 1)[1], "torch_cudnn_bf16") in anchor:
+                anchor[(shape, "torch_cudnn_bf16")] = anchor[(base.split("_", 1)[1], "torch_cudnn_bf16")]
         prec, shape = o["graph"].split("_", 1)
         if shape.startswith("padded_prefill_"):
             anchor[(shape.replace("padded_", "ragged_", 1), "rime_padded")] = o
@@ -48,6 +57,8 @@ def main(ours_csv, anchors_csv, outdir):
             ref_impls = [f"copy_{prec}"] + ref_impls
         if shape.endswith("_perhead"):
             ref_impls = ["rime_per_tensor"]
+        if shape.endswith("_bf16q") and not decode:
+            ref_impls = ["rime_fp8_q", "torch_cudnn_bf16"]
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
                "gbps": float(o["gbps"])}
         for impl in ref_impls:
