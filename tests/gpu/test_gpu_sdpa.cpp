@@ -783,8 +783,8 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
 
 // A FP16/BF16 Q over FP8 K/V (sdpa_fp8 reading an FP8 cache), on its own draws: E4M3 and E5M2 K/V, decode and
 // prefill, GQA, D 64 / 128 / 256, per-sequence lengths, masks, split pinned, a 16-bit or FP8 O (with Amax_O); each
-// against the CPU reference. On sm_90 the Hopper row serves most of them (one consumer: Q in two E4M3 terms; two: K/V
-// widened in the kernel, both in-place orders, 128- and 64-byte FP8 rows), the mma.sync row the rest (D 256
+// against the CPU reference. On sm_90 the Hopper row serves most of them (Q in two E4M3 terms: D 128 on one to
+// three consumers, D 64 on one; K/V widened in the kernel: D 64 on two, D 256), the mma.sync row the rest (D 256
 // decodes). The paged and ragged tests draw such graphs too (q16_over_fp8_choice).
 TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
   const int n = test::tier_draws("RIME_GPU_Q16_DRAWS", 40, 8);
