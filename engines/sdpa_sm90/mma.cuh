@@ -49,32 +49,14 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, in
     else wgmma_ss_m64n128_f16(s, a, b, acc);
   }
 }
-// S (64 x kN) += Q_lo (registers, the A fragment of one k step, E4M3) K^T: the second term of a 16-bit Q split in
-// two (Config::kQSplit); the first, Q_hi, is wgmma_qk_hi's.
-template <int kIn, int kN>
-__device__ __forceinline__ void wgmma_qk_lo(float (&s)[kN / 8][4], const u32 (&a)[4], u64 b) {
-  if constexpr (kIn == RIME_T_E4M3) {
-    if constexpr (kN == 64) wgmma_rs_m64n64_e4m3_e4m3(s, a, b, 1);
-    else if constexpr (kN == 256) wgmma_rs_m64n256_e4m3_e4m3(s, a, b, 1);
-    else wgmma_rs_m64n128_e4m3_e4m3(s, a, b, 1);
-  } else {
-    if constexpr (kN == 64) wgmma_rs_m64n64_e4m3_e5m2(s, a, b, 1);
-    else if constexpr (kN == 256) wgmma_rs_m64n256_e4m3_e5m2(s, a, b, 1);
-    else wgmma_rs_m64n128_e4m3_e5m2(s, a, b, 1);
-  }
-}
-// S (64 x kN) (+)= Q_hi (shared, E4M3) K^T, K in kIn.
+// S (64 x kN) (+)= Q_hi (shared, E4M3) K^T, K in kIn: the first term of a 16-bit Q split in two
+// (Config::kQSplit), as an FP8 Q's Q.K^T over E4M3 K; over E5M2 K the types mix.
 template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk_hi(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
-  if constexpr (kIn == RIME_T_E4M3) {
-    if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e4m3(s, a, b, acc);
-    else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e4m3(s, a, b, acc);
-    else wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
-  } else {
-    if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e5m2(s, a, b, acc);
-    else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e5m2(s, a, b, acc);
-    else wgmma_ss_m64n128_e4m3_e5m2(s, a, b, acc);
-  }
+  if constexpr (kIn == RIME_T_E4M3) wgmma_qk<kIn, kN>(s, a, b, acc);
+  else if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e5m2(s, a, b, acc);
+  else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e5m2(s, a, b, acc);
+  else wgmma_ss_m64n128_e4m3_e5m2(s, a, b, acc);
 }
 // O (64 x D) += P (registers, one k step) V.
 template <int kIn, int kD>
@@ -96,6 +78,14 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kD / 8][4], const u32 (&a)[4
     else if constexpr (kD == 128) wgmma_rs_m64n128_f16(o, a, b, 1);
     else wgmma_rs_m64n256_f16(o, a, b, 1);
   }
+}
+
+// S (64 x kN) += Q_lo (registers, the A fragment of one k step, E4M3) K^T: Q_hi's second term. The wgmma is
+// P.V's: an E4M3 A fragment against an operand of kIn, kN columns.
+template <int kIn, int kN>
+__device__ __forceinline__ void wgmma_qk_lo(float (&s)[kN / 8][4], const u32 (&a)[4], u64 b) {
+  static_assert(kIn == RIME_T_E4M3 || kIn == RIME_T_E5M2, "FP8 K");
+  wgmma_pv<kIn, kN>(s, a, b);
 }
 
 // O (64 x D) += P V as wgmma_pv, with 8 more columns into e: V^T's 8 rows of ones after its D rows make them
