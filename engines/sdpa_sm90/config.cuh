@@ -47,8 +47,8 @@ struct Config {
   static constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
   static constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   static constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;
-  // Masked grids with the same lengths in every batch order their row tiles by weight (tile_scheduler.cuh):
-  // launched heaviest first, and the partial row tile at the start of the rows, where it is the lightest.
+  // Masked grids with the same lengths in every batch launch their row tiles heaviest first (tile_scheduler.cuh;
+  // every masked grid puts its partial row tile at the start of the rows, where it is the lightest).
   static constexpr bool kMaskedRowOrder = kMask && !kPadding;
   static constexpr int kBlock = OutFormat<kOut>::kBlock;
   // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_sm90::vt_sum_rows),

@@ -35,7 +35,7 @@ __device__ __forceinline__ i64 q_row_offset(const SdpaParams& p, const BatchExte
                                             bool& ok) {
   int rem;
   const int pi = div_by(p.group_div, max(pr, 0), rem);
-  ok = (!Cfg::kMaskedRowOrder || pr >= 0) && pr < p.packed_rows &&
+  ok = (!Cfg::kMask || pr >= 0) && pr < p.packed_rows &&
        ((Cfg::kFeatures & RIME_F_RAGGED_Q) == 0 || pi < ext.seq_q);
   const int i = ok ? pi : 0, h = h_kv * p.group + (ok ? rem : 0);
   return i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2];

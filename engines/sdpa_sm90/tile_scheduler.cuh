@@ -64,10 +64,21 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
     // Masked grids put the partial row tile first (rows from -pad, the pad rows exist nowhere): its keys then end
     // at its own last row instead of the last row tile's S_kv. At the end of the rows, a 192-row tile with 64 live
     // rows (S_q 4096) ran all 64 KV tiles of the sequence in each of its three consumers, 5.6% of a causal
-    // head's work for rows that do not exist; at the start, it runs one tile.
-    int row0 = q_tile * kTileQ;
-    if constexpr (kMaskedRowOrder) row0 -= int(gridDim.x) * kTileQ - p.packed_rows;
+    // head's work for rows that do not exist; at the start, it runs one tile. With per-batch lengths (padding) the
+    // partial tile is the batch's own, ending at its seq_q. A padded batch's rows past seq_q exist (written as
+    // empty rows), so a row tile must still reach the grid's last row: the shift is at most the grid's pad. Ragged
+    // Q has no rows past seq_q.
     const BatchExtent ext = batch_extent<kFeatures>(p, b);
+    int row0 = q_tile * kTileQ;
+    if constexpr (kMask) {
+      const int grid_pad = int(gridDim.x) * kTileQ - p.packed_rows;
+      if constexpr (kPadding) {
+        const int own_pad = (kTileQ - max(ext.seq_q, 0) * p.group % kTileQ) % kTileQ;
+        row0 -= (kFeatures & RIME_F_RAGGED_Q) != 0 ? own_pad : min(own_pad, grid_pad);
+      } else {
+        row0 -= grid_pad;
+      }
+    }
     int kt_begin, kt_end;
     kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, kt_begin, kt_end);
     return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
