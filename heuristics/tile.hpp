@@ -55,9 +55,9 @@ RowTileCost row_tile_cost(int64_t packed_rows, int64_t batch_heads, int sm_count
                           int granule = 0);
 
 // A causal grid (top-left or bottom-right diagonal, no window, the same lengths in every batch) of row tiles of q
-// packed rows, the partial one first (the Hopper engine's order: engines/sdpa_sm90/tile_scheduler.cuh, grid_work_of), each
-// running KV tiles of kv keys up to its last row's diagonal. group q heads share a kv head (GQA packs them into
-// rows).
+// packed rows, the partial one first (the Hopper engine's order: engines/sdpa_sm90/tile_scheduler.cuh,
+// grid_work_of), each running KV tiles of kv keys up to its last row's diagonal. group q heads share a kv head (GQA
+// packs them into rows).
 struct CausalGrid {
   int64_t S_q = 0, S_kv = 0, group = 1, batch_heads = 1;
   bool bottom_right = false;
