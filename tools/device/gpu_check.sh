@@ -92,8 +92,8 @@ for step in $steps; do
         "[sweep],[split],[block_scale],[mx],[sm90],[sm90_edge],[paged],[ragged],[q16],[checked]" 2>&1 |
         tee "$out/memcheck.log" | tail -5 ;;
     # The warp-specialized draws of [sm90], the ragged draws planned on that engine, and the 16-bit Q over FP8 K/V
-    # draws (the in-place widening, the Q split). 12 [sm90] draws, so that 16-bit one-consumer kernels are among them (draws 6
-    # and 10: decodes; the first four hold none).
+    # draws (the in-place widening, the Q split). 12 [sm90] draws, so that 16-bit one-consumer kernels are among
+    # them (draws 6 and 10: decodes; the first four hold none).
     racecheck|synccheck)
       for filter in "[sm90]" "ragged batches against the CPU reference and the padded plan" "[sm90_paged]" "[q16]"; do
         RIME_GPU_SM90_DRAWS=${RIME_SANITIZER_DRAWS:-12} RIME_GPU_SM90_PAGED_DRAWS=4 RIME_GPU_RAGGED_DRAWS=16 \
