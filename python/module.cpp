@@ -763,6 +763,18 @@ NB_MODULE(_rime, m) {
                    "the plans of the pairs (copies sharing their state): one per K/V chunk slot and mask")
       .def("explain", &rime::RingPlan::explain, "the rank, its chunks, the schedule and the pair plans")
       .def(
+          "transfer_times",
+          [](const rime::RingPlan& r) {
+            const rime::RingPlan::TransferTimes t = take(r.transfer_times());
+            nb::dict d;
+            d["transfers"] = t.transfers;
+            d["transfer_ms"] = t.transfer_ms;
+            d["exposed_ms"] = t.exposed_ms;
+            return d;
+          },
+          "The last run's K/V transfers, once it has finished: their count, their time and the part of it the "
+          "attention waited for (exposed).")
+      .def(
           "run",
           [](const rime::RingPlan& r, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
             const int device = r.pair_plans().empty() ? -1 : r.pair_plans()[0]->device_ordinal();

@@ -73,6 +73,9 @@ TEST_CASE("a ring rank plans one pair per K/V chunk slot and mask its schedule u
   CHECK(text.find("step 0 (K/V of rank 1): Q1 x KV1 (diagonal) Q2 x KV1 Q2 x KV2 (diagonal)") != std::string::npos);
   CHECK(text.find("step 1 (K/V of rank 0): Q1 x KV0 Q2 x KV0") != std::string::npos);
   CHECK_FALSE(ring->prepared());
+  Result<RingPlan::TransferTimes> times = ring->transfer_times();  // nothing has run
+  REQUIRE(times.ok());
+  CHECK(times->transfers == 0);
 }
 
 TEST_CASE("a ring of one rank without a mask takes every pair in full and holds no K/V buffers", "[ring]") {

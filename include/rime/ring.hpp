@@ -61,6 +61,15 @@ class RingPlan {
   // allocation, no synchronisation.
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
 
+  // The K/V transfers of the last execute, once it has finished (the caller synchronized its stream; CudaError
+  // before): their time in all, and the part of it the attention waited for them (exposed; the rest ran behind the
+  // pairs of the step before). Timed with events on the two streams. None at world 1.
+  struct TransferTimes {
+    int transfers = 0;
+    double transfer_ms = 0, exposed_ms = 0;
+  };
+  Result<TransferTimes> transfer_times() const;
+
   struct State;  // opaque; shared by copies
 
  private:

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -131,12 +132,14 @@ struct RingPlan::State {
   CUcontext context = nullptr;
   CUstream transfer = nullptr;
   CUevent start = nullptr;
-  std::vector<CUevent> received, computed;  // per step but the last
+  // Per step but the last: the transfer's start and end on the transfer stream, the end of the step's pairs.
+  std::vector<CUevent> sending, received, computed;
 
   ~State() {
     const driver::Api* api = driver::api();
     if (!api || !context) return;
     const driver::ScopedContext in_ctx(context);
+    for (CUevent e : sending) api->cuEventDestroy(e);
     for (CUevent e : received) api->cuEventDestroy(e);
     for (CUevent e : computed) api->cuEventDestroy(e);
     if (start) api->cuEventDestroy(start);
@@ -298,20 +301,48 @@ Status RingInternals::prepare(RingPlan& ring, int device_ordinal, bool check_com
   const driver::Api* api = driver::api();
   s.context = ctx.value();  // from here on the destructor releases what was made
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamCreate(&s.transfer, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  // Timed events (transfer_times): a handful per execute, recorded between kernels.
   RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&s.start, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-  for (int t = 0; t + 1 < s.cp.world; ++t) {
-    CUevent received = nullptr, computed = nullptr;
-    RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&received, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-    s.received.push_back(received);
-    RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&computed, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-    s.computed.push_back(computed);
-  }
+  for (int t = 0; t + 1 < s.cp.world; ++t)
+    for (std::vector<CUevent>* v : {&s.sending, &s.received, &s.computed}) {
+      CUevent e = nullptr;
+      RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
+      v->push_back(e);
+    }
   s.device_ordinal = device_ordinal;
   s.prepared = true;
   return Status::success();
 }
 
 bool RingPlan::prepared() const { return state_->prepared; }
+
+Result<RingPlan::TransferTimes> RingPlan::transfer_times() const {
+  const State& s = *state_;
+  TransferTimes out;
+  if (!s.prepared || s.cp.world < 2) return out;
+  const driver::Api* api = driver::api();
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  auto ms = [&](CUevent from, CUevent to) -> Result<double> {
+    float t = 0;
+    const CUresult r = api->cuEventElapsedTime(&t, from, to);
+    if (r == CUDA_ERROR_NOT_READY)
+      return Status(StatusCode::CudaError, "ring transfer times: the last execute has not finished (synchronize first)");
+    RIME_RETURN_IF_ERROR(driver::check(r, "cuEventElapsedTime"));
+    return double{t};
+  };
+  for (size_t t = 0; t < s.received.size(); ++t) {
+    Result<double> transfer = ms(s.sending[t], s.received[t]);
+    if (!transfer.ok()) return transfer.status();
+    // The pairs of step t + 1 start when both step t's pairs and this transfer have finished.
+    Result<double> waited = ms(s.computed[t], s.received[t]);
+    if (!waited.ok()) return waited.status();
+    out.transfers += 1;
+    out.transfer_ms += transfer.value();
+    out.exposed_ms += std::max(0.0, waited.value());
+  }
+  return out;
+}
 
 Status RingPlan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const {
   const State& s = *state_;
@@ -377,6 +408,7 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
       // The receive overwrites the buffer step t - 1 read: after its pairs.
       if (t >= 2) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.computed[t - 1], 0), "cuStreamWaitEvent"));
       char* into = ws + s.kv_offset[t % 2];
+      RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.sending[t], s.transfer), "cuEventRecord"));
       RIME_RETURN_IF_ERROR(transport.exchange(t, k, v, into, into + aligned(s.k_bytes), static_cast<size_t>(s.k_bytes),
                                               static_cast<size_t>(s.v_bytes), s.transfer));
       RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.received[t], s.transfer), "cuEventRecord"));

@@ -53,7 +53,9 @@ const Loaded& loaded() {
               load_symbol(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, err) &&
               load_symbol(lib, "cuEventCreate", a.cuEventCreate, err) &&
               load_symbol(lib, "cuEventDestroy_v2", a.cuEventDestroy, err) &&
-              load_symbol(lib, "cuEventRecord", a.cuEventRecord, err);
+              load_symbol(lib, "cuEventRecord", a.cuEventRecord, err) &&
+              load_symbol(lib, "cuEventQuery", a.cuEventQuery, err) &&
+              load_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, err);
     if (!ok) return out;
     a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     a.cuTensorMapEncodeTiled = reinterpret_cast<decltype(a.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));

@@ -45,6 +45,8 @@ struct Api {
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   // Optional (nullptr when the driver lacks them): launches with attributes, for programmatic dependent launch;
   // tensor maps for engines that load with TMA.
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);

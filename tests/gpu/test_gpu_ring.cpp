@@ -148,6 +148,17 @@ std::pair<testing::TrialReport, testing::TrialReport> run_ring(const RingCase& c
     INFO(rank_run.status().to_string());
     REQUIRE(rank_run.ok());
     testing::ring_gather_outputs(whole, shard.value(), r, w, rank_run->outputs, outputs);
+    // The transfer times of that run (run_trial synchronized it): one per step but the last, the exposed part of
+    // each within it.
+    Result<RingPlan::TransferTimes> times = ring->transfer_times();
+    INFO(times.status().to_string());
+    REQUIRE(times.ok());
+    CHECK(times->transfers == w - 1);
+    CHECK(times->exposed_ms >= 0);
+    CHECK(times->exposed_ms <= times->transfer_ms + 1e-3);
+    if (r == 0 && w > 1)
+      fmt::print("ring {} rank 0: {} transfers (device copies) in {:.3f} ms, {:.3f} ms of it exposed\n", c.text(),
+                 times->transfers, times->transfer_ms, times->exposed_ms);
   }
   return {testing::check_outputs(whole, single->facts(), inputs, std::move(outputs), {}), single_report.value()};
 }

@@ -168,6 +168,14 @@ int run_ring_rank(const Options& opts, const Graph& whole, const Graph& shard, n
     if (!r.passed) rc = kExitCheckFailed;
   }
   if (opts.bench) {
+    // The last timed execute's transfers (run_trial synchronized it).
+    Result<RingPlan::TransferTimes> times = ring->transfer_times();
+    if (!times.ok()) return fail(times.status());
+    if (times->transfers > 0)
+      fmt::print("{}: transfers: {} of K/V ({} bytes each) in {:.3f} ms, of which {:.3f} ms exposed (the attention "
+                 "waited) and {:.3f} ms behind the pairs\n",
+                 who, times->transfers, tensor_storage_bytes(*shard.operand(Role::K)) + tensor_storage_bytes(*shard.operand(Role::V)),
+                 times->transfer_ms, times->exposed_ms, times->transfer_ms - times->exposed_ms);
     const double flops = testing::attention_flops(single->facts());
     fmt::print("{}: bench: the ring {:.4f} ms ({:.1f} TFLOP/s of the whole graph), the single-GPU plan {:.4f} ms "
                "({:.1f}): {:.2f}x over {} runs\n",
