@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,8 @@
 #include "rime/ring.hpp"
 #include "rime/tune.hpp"
 #include "rime/version.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/nccl.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -791,6 +794,50 @@ NB_MODULE(_rime, m) {
           "buffers"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
           "Runs the rank's part of the ring on `stream`: every rank of the communicator runs it for the step. "
           "buffers as Plan.run takes them, for the shard's tensors.");
+  // NCCL communicators for callers without one (rime.torch.NcclCommunicator makes one over a torch.distributed
+  // group, which exposes none): the unique id rank 0 makes and broadcasts, then every rank's collective init.
+  m.def(
+      "_nccl_unique_id",
+      []() {
+        check(rime::nccl::load_status());
+        rime::nccl::UniqueId id{};
+        check(rime::nccl::check(rime::nccl::api()->ncclGetUniqueId(&id), "ncclGetUniqueId"));
+        return nb::bytes(id.internal, sizeof(id.internal));
+      },
+      "NCCL's unique id for a new communicator (128 bytes), made by one rank and given to all.");
+  m.def(
+      "_nccl_comm_init_rank",
+      [](const nb::bytes& id_bytes, int world, int rank, int device) {
+        check(rime::nccl::load_status());
+        rime::nccl::UniqueId id{};
+        if (id_bytes.size() != sizeof(id.internal))
+          invalid_argument("an NCCL unique id is " + std::to_string(sizeof(id.internal)) + " bytes, not " +
+                           std::to_string(id_bytes.size()));
+        std::memcpy(id.internal, id_bytes.c_str(), sizeof(id.internal));
+        rime::Result<CUcontext> ctx = rime::driver::primary_context(device);
+        const CUcontext context = take(std::move(ctx));
+        rime::nccl::Comm comm = nullptr;
+        rime::Status s;
+        {
+          nb::gil_scoped_release release;  // collective: returns once every rank has joined
+          const rime::driver::ScopedContext in_ctx(context);  // NCCL takes the current GPU as the rank's
+          s = in_ctx.status();
+          if (s.ok())
+            s = rime::nccl::check(rime::nccl::api()->ncclCommInitRank(&comm, world, id, rank), "ncclCommInitRank");
+        }
+        check(s);
+        return reinterpret_cast<uintptr_t>(comm);
+      },
+      "id"_a, "world"_a, "rank"_a, "device"_a,
+      "Joins rank `rank` of `world` to the communicator of `id` on GPU `device`; returns its ncclComm_t's address.");
+  m.def(
+      "_nccl_comm_destroy",
+      [](uintptr_t comm) {
+        check(rime::nccl::load_status());
+        check(rime::nccl::check(rime::nccl::api()->ncclCommDestroy(reinterpret_cast<rime::nccl::Comm>(comm)),
+                                "ncclCommDestroy"));
+      },
+      "comm"_a);
   m.def(
       "ring_plan",
       [](const rime::Graph& shard, uintptr_t comm, int rank, int world, nb::handle device,

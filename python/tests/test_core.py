@@ -215,3 +215,16 @@ def test_ring_plan_plans_a_ranks_part_of_the_prefill_ring_and_refuses_what_it_ca
         rime.ring_plan(g, 0, 2, 2, arch="sm_90a", sms=132)
     with pytest.raises(rime.NotSupportedError, match="ring: Amax_S"):
         rime.ring_plan(rime.Graph.from_json(example("fp8_prefill")), 0, 0, 2, arch="sm_90a", sms=132)
+
+
+def test_nccl_ids_for_communicators_made_here():
+    # rime.torch.NcclCommunicator's two steps: the unique id one rank makes, and the init every rank runs. Without
+    # NCCL the id is a CudaError naming where rime looked.
+    try:
+        uid = rime._rime._nccl_unique_id()
+    except rime.CudaError as e:
+        assert "RIME_NCCL_LIBRARY" in str(e)
+        return
+    assert isinstance(uid, bytes) and len(uid) == 128
+    with pytest.raises(rime.InvalidArgumentError, match="an NCCL unique id is 128 bytes, not 3"):
+        rime._rime._nccl_comm_init_rank(b"abc", 1, 0, 0)
