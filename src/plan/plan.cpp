@@ -32,7 +32,6 @@ namespace {
 constexpr int kPlanFormatVersion = 3;
 }  // namespace
 
-
 namespace {
 
 // Compiles (or fetches from the caches) the kernel of every stage of the configuration.
