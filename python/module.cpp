@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -28,8 +29,11 @@
 #include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "rime/ring.hpp"
 #include "rime/tune.hpp"
 #include "rime/version.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/nccl.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -372,6 +376,37 @@ void* pointer_for(const rime::TensorDesc& t, nb::handle h, int plan_device) {
   return reinterpret_cast<void*>(b.ptr);
 }
 
+// run()'s buffers (by tensor name or uid: a device pointer, or a tensor checked against the graph's) as pointers by
+// uid; every object read and checked before the GIL is released. `what`: the caller's name, for the messages.
+std::unordered_map<int64_t, void*> pointers_by_uid(const rime::Graph& graph, const nb::dict& buffers, int device,
+                                                   const std::string& what) {
+  const std::vector<rime::TensorDesc>& tensors = graph.tensors();
+  std::unordered_map<int64_t, void*> by_uid;
+  by_uid.reserve(buffers.size());
+  for (auto [key, value] : buffers) {
+    const rime::TensorDesc* t = nullptr;
+    if (PyLong_Check(key.ptr())) {
+      const int64_t uid = nb::cast<int64_t>(key);
+      t = graph.find_tensor(uid);
+      if (!t) invalid_argument(what + ": the graph has no tensor of uid " + std::to_string(uid));
+    } else {
+      // The name's UTF-8 is cached in the str object: compared in place, no string built per call.
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
+      if (!utf8) {
+        PyErr_Clear();
+        invalid_argument(what + ": buffers: a key is neither a tensor name (str) nor a uid (int)");
+      }
+      const std::string_view name(utf8, static_cast<size_t>(size));
+      for (const rime::TensorDesc& d : tensors)
+        if (d.name == name) t = &d;
+      if (!t) invalid_argument(what + ": the graph has no tensor named '" + std::string(name) + "'");
+    }
+    by_uid[t->uid] = pointer_for(*t, value, device);
+  }
+  return by_uid;
+}
+
 // A CUstream: an int, an object with `cuda_stream` (torch.cuda.Stream), or the CUDA stream protocol
 // (`__cuda_stream__()` -> (version, handle)); None is the legacy default stream.
 void* stream_of(nb::handle h) {
@@ -679,32 +714,8 @@ NB_MODULE(_rime, m) {
       .def(
           "run",
           [](const rime::Plan& p, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
-            // By tensor name or uid; every object read and checked before the GIL is released.
-            const std::vector<rime::TensorDesc>& tensors = p.graph().tensors();
+            std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(p.graph(), buffers, p.device_ordinal(), "run()");
             const int device = p.device_ordinal();
-            std::unordered_map<int64_t, void*> by_uid;
-            by_uid.reserve(buffers.size());
-            for (auto [key, value] : buffers) {
-              const rime::TensorDesc* t = nullptr;
-              if (PyLong_Check(key.ptr())) {
-                const int64_t uid = nb::cast<int64_t>(key);
-                t = p.graph().find_tensor(uid);
-                if (!t) invalid_argument("run(): the graph has no tensor of uid " + std::to_string(uid));
-              } else {
-                // The name's UTF-8 is cached in the str object: compared in place, no string built per call.
-                Py_ssize_t size = 0;
-                const char* utf8 = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
-                if (!utf8) {
-                  PyErr_Clear();
-                  invalid_argument("run(): buffers: a key is neither a tensor name (str) nor a uid (int)");
-                }
-                const std::string_view name(utf8, static_cast<size_t>(size));
-                for (const rime::TensorDesc& d : tensors)
-                  if (d.name == name) t = &d;
-                if (!t) invalid_argument("run(): the graph has no tensor named '" + std::string(name) + "'");
-              }
-              by_uid[t->uid] = pointer_for(*t, value, device);
-            }
             void* ws = workspace_of(workspace, device);
             void* cu_stream = stream_of(stream);
             rime::Status s;
@@ -740,6 +751,108 @@ NB_MODULE(_rime, m) {
           "run() for callers that built the graph from their tensors: one device pointer per graph tensor, in the "
           "order of Plan.uids, taken unchecked (the library still checks null, alignment and overlap).");
 
+  nb::class_<rime::RingPlan>(m, "RingPlan",
+                             "A rank's part of the context-parallel prefill ring (docs/context-parallel.md): its "
+                             "pair plans, the K/V transfers over NCCL and the merge.")
+      .def_prop_ro("graph", &rime::RingPlan::graph, "the rank's shard: its two zig-zag chunks of Q, K, V and O")
+      .def_prop_ro("workspace_size", &rime::RingPlan::workspace_size, "bytes of device memory run() needs")
+      .def_prop_ro("prepared", &rime::RingPlan::prepared)
+      .def_prop_ro("pair_plans",
+                   [](const rime::RingPlan& r) {
+                     nb::list out;
+                     for (const rime::Plan* p : r.pair_plans()) out.append(*p);
+                     return out;
+                   },
+                   "the plans of the pairs (copies sharing their state): one per K/V chunk slot and mask")
+      .def("explain", &rime::RingPlan::explain, "the rank, its chunks, the schedule and the pair plans")
+      .def(
+          "transfer_times",
+          [](const rime::RingPlan& r) {
+            const rime::RingPlan::TransferTimes t = take(r.transfer_times());
+            nb::dict d;
+            d["transfers"] = t.transfers;
+            d["transfer_ms"] = t.transfer_ms;
+            d["exposed_ms"] = t.exposed_ms;
+            return d;
+          },
+          "The last run's K/V transfers, once it has finished: their count, their time and the part of it the "
+          "attention waited for (exposed).")
+      .def(
+          "run",
+          [](const rime::RingPlan& r, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
+            const int device = r.pair_plans().empty() ? -1 : r.pair_plans()[0]->device_ordinal();
+            std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(r.graph(), buffers, device, "run()");
+            void* ws = workspace_of(workspace, device);
+            void* cu_stream = stream_of(stream);
+            rime::Status s;
+            {
+              nb::gil_scoped_release release;
+              s = r.execute(by_uid, ws, cu_stream);
+            }
+            check(s);
+          },
+          "buffers"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
+          "Runs the rank's part of the ring on `stream`: every rank of the communicator runs it for the step. "
+          "buffers as Plan.run takes them, for the shard's tensors.");
+  // NCCL communicators for callers without one (rime.torch.NcclCommunicator makes one over a torch.distributed
+  // group, which exposes none): the unique id rank 0 makes and broadcasts, then every rank's collective init.
+  m.def(
+      "_nccl_unique_id",
+      []() {
+        check(rime::nccl::load_status());
+        rime::nccl::UniqueId id{};
+        check(rime::nccl::check(rime::nccl::api()->ncclGetUniqueId(&id), "ncclGetUniqueId"));
+        return nb::bytes(id.internal, sizeof(id.internal));
+      },
+      "NCCL's unique id for a new communicator (128 bytes), made by one rank and given to all.");
+  m.def(
+      "_nccl_comm_init_rank",
+      [](const nb::bytes& id_bytes, int world, int rank, int device) {
+        check(rime::nccl::load_status());
+        rime::nccl::UniqueId id{};
+        if (id_bytes.size() != sizeof(id.internal))
+          invalid_argument("an NCCL unique id is " + std::to_string(sizeof(id.internal)) + " bytes, not " +
+                           std::to_string(id_bytes.size()));
+        std::memcpy(id.internal, id_bytes.c_str(), sizeof(id.internal));
+        rime::Result<CUcontext> ctx = rime::driver::primary_context(device);
+        const CUcontext context = take(std::move(ctx));
+        rime::nccl::Comm comm = nullptr;
+        rime::Status s;
+        {
+          nb::gil_scoped_release release;  // collective: returns once every rank has joined
+          const rime::driver::ScopedContext in_ctx(context);  // NCCL takes the current GPU as the rank's
+          s = in_ctx.status();
+          if (s.ok())
+            s = rime::nccl::check(rime::nccl::api()->ncclCommInitRank(&comm, world, id, rank), "ncclCommInitRank");
+        }
+        check(s);
+        return reinterpret_cast<uintptr_t>(comm);
+      },
+      "id"_a, "world"_a, "rank"_a, "device"_a,
+      "Joins rank `rank` of `world` to the communicator of `id` on GPU `device`; returns its ncclComm_t's address.");
+  m.def(
+      "_nccl_comm_destroy",
+      [](uintptr_t comm) {
+        check(rime::nccl::load_status());
+        check(rime::nccl::check(rime::nccl::api()->ncclCommDestroy(reinterpret_cast<rime::nccl::Comm>(comm)),
+                                "ncclCommDestroy"));
+      },
+      "comm"_a);
+  m.def(
+      "ring_plan",
+      [](const rime::Graph& shard, uintptr_t comm, int rank, int world, nb::handle device,
+         std::optional<std::string> arch, std::optional<int> sms, bool use_tuned) {
+        rime::PlanOptions o = options_for(device, arch, sms);
+        o.use_tuned = use_tuned;
+        nb::gil_scoped_release release;
+        return take(rime::RingPlan::build(shard, rime::ContextParallel{reinterpret_cast<void*>(comm), rank, world}, o));
+      },
+      "shard"_a, "comm"_a, "rank"_a, "world"_a, "device"_a = nb::none(), "arch"_a = nb::none(), "sms"_a = nb::none(),
+      "use_tuned"_a = true,
+      "Plans rank `rank`'s part of the prefill ring over `world` GPUs (docs/context-parallel.md): `shard` holds chunks "
+      "rank and 2 world - 1 - rank of the sequence's 2 world equal chunks of Q, K, V and O, one after the other "
+      "along dims[2]; `comm` is the address of the caller's ncclComm_t over the ranks (an int; 0 plans without "
+      "loading). device/arch/sms as plan() takes them.");
   m.def(
       "plan",
       [](const rime::Graph& g, nb::handle device, std::optional<std::string> arch, std::optional<int> sms,

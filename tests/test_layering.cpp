@@ -36,7 +36,7 @@ const std::vector<Level>& levels() {
       {8, "driver", {"src/runtime/"}},
       {9, "engines", {"engines/"}},
       {10, "choose", {"src/choose/"}},
-      {11, "plan", {"include/rime/plan.hpp", "include/rime/tune.hpp", "src/plan/"}},
+      {11, "plan", {"include/rime/plan.hpp", "include/rime/ring.hpp", "include/rime/tune.hpp", "src/plan/"}},
       {12, "public api", {"include/rime/rime.hpp"}},
       {13, "testing", {"tools/testing/"}},
   };

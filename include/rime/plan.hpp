@@ -148,6 +148,7 @@ class Plan {
   struct State;  // opaque; shared by copies of a plan (immutable once prepared)
 
  private:
+  friend struct PlanInternals;  // the library's composites of plans (src/plan/plan_state.hpp)
   std::shared_ptr<State> state_;
 };
 

@@ -6,6 +6,7 @@
 #include "rime/graph.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "rime/ring.hpp"
 #include "rime/tune.hpp"
 #include "rime/status.hpp"
 #include "rime/types.hpp"

@@ -35,7 +35,8 @@ def _nvrtc_from_wheel():
 _nvrtc_from_wheel()
 
 from . import _rime
-from ._rime import Graph, Plan, __version__, cache_dir, explain, plan, set_cache_dir, tune, validate
+from ._rime import (Graph, Plan, RingPlan, __version__, cache_dir, explain, plan, ring_plan, set_cache_dir, tune,
+                    validate)
 from . import cache
 from .builder import GraphBuilder, Tensor
 from .errors import (CacheCorruptError, CompileFailedError, CudaError, InternalError, InvalidArgumentError,
@@ -68,8 +69,8 @@ def warmup(what, *args, device=None, **kwargs):
     return rime_torch.warmup(what, *args, device=device, **kwargs)
 
 
-__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "explain", "tune", "validate", "warmup", "set_cache_dir",
-           "cache_dir", "cache_entries", "cache",
+__all__ = ["Graph", "GraphBuilder", "Tensor", "Plan", "plan", "RingPlan", "ring_plan", "explain", "tune", "validate",
+           "warmup", "set_cache_dir", "cache_dir", "cache_entries", "cache",
            "RimeError", "InvalidGraphError", "InvalidJsonError", "NotSupportedError", "CompileFailedError",
            "CacheCorruptError", "CudaError", "InternalError", "InvalidArgumentError", "PlanNotReadyError",
            "__version__"]

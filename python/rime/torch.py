@@ -44,7 +44,7 @@ from .errors import InvalidArgumentError, PlanNotReadyError
 
 __all__ = ["warmup", "plan_count", "clear_plans", "attention", "attention_out", "attention_varlen",
            "attention_varlen_out", "paged_attention", "paged_attention_out", "attention_block_scaled",
-           "attention_block_scaled_out"]
+           "attention_block_scaled_out", "NcclCommunicator"]
 
 _RIME_DTYPE = {
     torch.float32: "FP32", torch.float16: "FP16", torch.bfloat16: "BF16", torch.float8_e4m3fn: "FP8_E4M3",
@@ -716,3 +716,46 @@ def warmup(op, *args, device=None, arch=None, **kwargs):
                                  b["scale_o"], codes, sf, b["format"], b["sf_layout"], b["causal"], b["window_left"],
                                  b["softmax_scale"], **common)
     return e.plan
+
+
+# ---- context parallelism: an NCCL communicator over a torch.distributed group -------------------------------------
+
+class NcclCommunicator:
+    """An NCCL communicator over the ranks of a torch.distributed group, for rime.plan(..., context_parallel=(comm.ptr,
+    comm.rank, comm.world)) and rime.ring_plan(shard, comm.ptr, comm.rank, comm.world) (docs/context-parallel.md).
+
+        comm = rime.torch.NcclCommunicator(group)    # every rank of the group, together: the init is collective
+        ring = rime.ring_plan(shard, comm.ptr, comm.rank, comm.world)
+        ...
+        comm.close()                                 # or `with rime.torch.NcclCommunicator(group) as comm:`
+
+    torch.distributed exposes no group's own communicator, so this makes one of rime's, as vLLM's NCCL wrapper does:
+    the group's first rank makes NCCL's unique id, torch.distributed broadcasts it over the group (any backend), and
+    every rank joins on its GPU (`device`: default torch.cuda.current_device()).
+    """
+
+    def __init__(self, group=None, device=None):
+        import torch.distributed as dist
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        if device is None:
+            self.device = torch.cuda.current_device()
+        elif isinstance(device, int):
+            self.device = device
+        else:
+            self.device = torch.device(device).index or 0
+        first = dist.get_global_rank(group, 0) if group is not None else 0
+        box = [_rime._nccl_unique_id() if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=first, group=group)
+        self.ptr = _rime._nccl_comm_init_rank(box[0], self.world, self.rank, self.device)
+
+    def close(self):
+        if self.ptr:
+            _rime._nccl_comm_destroy(self.ptr)
+            self.ptr = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -195,3 +195,36 @@ def test_context_parallel_plans_a_ranks_shard_and_refuses_what_it_cannot_serve()
     prefill = rime.Graph.from_json(example("bf16_causal_sink"))
     with pytest.raises(rime.NotSupportedError, match="needs the keys' global positions"):
         rime.explain(prefill, arch="sm_90a", sms=132, context_parallel=(0, 0, 2))
+
+
+def test_ring_plan_plans_a_ranks_part_of_the_prefill_ring_and_refuses_what_it_cannot_serve():
+    # The B4 H32 S4096 causal prefill as rank 1's shard of a ring of 2: its two chunks of 2048 rows are chunks 1 and
+    # 2 of the sequence's 4. comm 0: planned without loading (loading checks the communicator).
+    g = rime.Graph.from_json((ROOT / "tools/bench/graphs/bf16_b4_h32_s4096_d128_causal.json").read_text())
+    ring = rime.ring_plan(g, 0, 1, 2, arch="sm_90a", sms=132)
+    assert isinstance(ring, rime.RingPlan)
+    text = ring.explain()
+    assert "rank 1 of 2: Q, K and V chunks 1 and 2 of the sequence's 4 (2048 rows each, 8192 in all)" in text
+    assert "step 1 (K/V of rank 0): Q1 x KV0 Q2 x KV0" in text
+    assert not ring.prepared
+    pairs = ring.pair_plans
+    assert len(pairs) == 4
+    assert all(p.split_kv == 1 for p in pairs)
+    assert ring.workspace_size >= 2 * pairs[0].workspace_size
+    with pytest.raises(rime.InvalidArgumentError, match="rank 2 of world 2"):
+        rime.ring_plan(g, 0, 2, 2, arch="sm_90a", sms=132)
+    with pytest.raises(rime.NotSupportedError, match="ring: Amax_S"):
+        rime.ring_plan(rime.Graph.from_json(example("fp8_prefill")), 0, 0, 2, arch="sm_90a", sms=132)
+
+
+def test_nccl_ids_for_communicators_made_here():
+    # rime.torch.NcclCommunicator's two steps: the unique id one rank makes, and the init every rank runs. Without
+    # NCCL the id is a CudaError naming where rime looked.
+    try:
+        uid = rime._rime._nccl_unique_id()
+    except rime.CudaError as e:
+        assert "RIME_NCCL_LIBRARY" in str(e)
+        return
+    assert isinstance(uid, bytes) and len(uid) == 128
+    with pytest.raises(rime.InvalidArgumentError, match="an NCCL unique id is 128 bytes, not 3"):
+        rime._rime._nccl_comm_init_rank(b"abc", 1, 0, 0)

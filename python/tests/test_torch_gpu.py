@@ -415,3 +415,43 @@ def test_plan_run_refuses_a_tensor_unlike_the_graphs_by_name():
         plan.run({**t, "O": t["O"].cpu()})
     with pytest.raises(rime.InvalidArgumentError, match="device 64 does not exist"):
         rime.plan(b.sdpa(q=q, k=k, v=v, o=o), device=64)
+
+
+def test_a_ring_of_one_rank_over_a_torch_distributed_group():
+    # A world-1 torch.distributed group (gloo over loopback), rime.torch.NcclCommunicator over it, and the prefill ring
+    # of one rank (chunks 0 and 1 of a causal BF16 prefill, [B, S, H, D] storage) against the float32 reference.
+    import socket
+
+    import torch.distributed as dist
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        with rime.torch.NcclCommunicator() as comm:
+            assert (comm.rank, comm.world) == (0, 1) and comm.ptr
+            B, S, H, H_kv, D = 2, 384, 8, 2, 128
+            q = torch.randn(B, S, H, D, device=DEV).to(torch.bfloat16)
+            k = torch.randn(B, S, H_kv, D, device=DEV).to(torch.bfloat16)
+            v = torch.randn(B, S, H_kv, D, device=DEV).to(torch.bfloat16)
+            out = torch.full((B, S, H, D), float("nan"), device=DEV, dtype=torch.bfloat16)
+            b = rime.GraphBuilder("ring shard")
+
+            def bshd(name, t, output=False):
+                dims = [t.shape[0], t.shape[2], t.shape[1], t.shape[3]]
+                strides = [t.stride(0), t.stride(2), t.stride(1), t.stride(3)]
+                return b.tensor(name, dims, "BF16", strides=strides, output=output)
+
+            g = b.sdpa(q=bshd("Q", q), k=bshd("K", k), v=bshd("V", v), o=bshd("O", out, True), causal=True)
+            ring = rime.ring_plan(g, comm.ptr, comm.rank, comm.world)
+            assert ring.prepared
+            ws = torch.empty(ring.workspace_size, device=DEV, dtype=torch.uint8)
+            # The graph's dims are [B, H, S, D]: the tensors as [B, H, S, D] views of their [B, S, H, D] storage.
+            views = {name: t.transpose(1, 2) for name, t in (("Q", q), ("K", k), ("V", v), ("O", out))}
+            ring.run(views, ws, torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            assert ring.transfer_times() == {"transfers": 0, "transfer_ms": 0.0, "exposed_ms": 0.0}
+            want, _ = reference(q, k, v, causal=True)
+            assert rel_l2(out, want) < 0.01
+    finally:
+        dist.destroy_process_group()

@@ -17,6 +17,7 @@
 #include "plan/context_parallel.hpp"
 #include "plan/facts_json.hpp"
 #include "plan/index_check.hpp"
+#include "plan/plan_state.hpp"
 #include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
@@ -30,30 +31,6 @@ namespace {
 // Version 2: the artifact records the decision and re-derives the rest (version 1 trusted its recorded sizes).
 constexpr int kPlanFormatVersion = 3;
 }  // namespace
-
-struct Plan::State {
-  Graph graph;
-  std::string device_source;  // for the explanation
-  std::string tuned_line;     // for the explanation: a tuned choice recorded for the graph (used or declined)
-  Facts facts;
-  Config config;
-  const engines::Engine* engine = nullptr;
-  std::vector<std::shared_ptr<const CompiledKernel>> compiled;  // one per stage
-  std::vector<KernelInfo> infos;
-  CUcontext context = nullptr;        // the context the kernels are loaded in (a GPU's primary context)
-  int device_ordinal = -1;            // and its GPU (-1 until prepared)
-  std::vector<CUfunction> functions;  // one per stage once prepared
-  std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
-  std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
-  bool prepared = false;
-  // A context-parallel plan's options (PlanOptions::context_parallel): its communicator, checked when prepared.
-  std::optional<ContextParallel> context_parallel;
-  // Context parallel: the stage the all-gather of the ranks' partials precedes (the combine), found when prepared;
-  // -1 for other plans.
-  int after_collective = -1;
-  // The checked-indices kernel, loaded on the first checked execute (a const execute may load it: once_flag).
-  mutable IndexChecker checker;
-};
 
 namespace {
 
@@ -120,29 +97,51 @@ Result<DeviceResolution> resolve_device(const PlanOptions& options) {
   return DeviceResolution{DeviceDesc::h200(), "no GPU (" + gpu.status().message() + "): H200 defaults"};
 }
 
-Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
+namespace {
+
+// Plan::build, and with `slot` (slot, slots) PlanInternals::build_slot_plan: the facts record the slot in place of a
+// rank, no communicator is kept, and the mask check of context_parallel::apply does not run.
+Result<Plan> build_plan(Plan plan, Plan::State& s, const Graph& graph, const PlanOptions& options,
+                        std::optional<std::pair<int, int>> slot) {
   const Result<DeviceResolution> resolved = resolve_device(options);
   if (!resolved.ok()) return resolved.status();
   const DeviceDesc& device = resolved->device;
-  Plan plan;
-  plan.state_ = std::make_shared<State>();
-  State& s = *plan.state_;
   s.device_source = resolved->source;
   s.graph = graph;
   Result<Facts> facts = analyze(graph, device);  // validates the graph: the build's one validation
   if (!facts.ok()) return facts.status();
   s.facts = facts.value();
-  RIME_RETURN_IF_ERROR(context_parallel::apply(s.facts, options.context_parallel));
-  s.context_parallel = options.context_parallel;
+  if (slot) {
+    s.facts.context_parallel = {slot->first, slot->second};
+  } else {
+    RIME_RETURN_IF_ERROR(context_parallel::apply(s.facts, options.context_parallel));
+    s.context_parallel = options.context_parallel;
+  }
   // `rime tune` times single-GPU plans: a context-parallel plan takes the heuristics' choice for its shard.
-  Result<Config> config = tuned::choose(graph, s.facts, match(s.facts), options.use_tuned && !options.context_parallel,
-                                        resolved->queried, s.tuned_line);
+  const bool use_tuned = options.use_tuned && !options.context_parallel && !slot;
+  Result<Config> config = tuned::choose(graph, s.facts, match(s.facts), use_tuned, resolved->queried, s.tuned_line);
   if (!config.ok()) return config.status();
   s.config = config.value();
   RIME_RETURN_IF_ERROR(find_engine(s));
   RIME_RETURN_IF_ERROR(compile_all(s));
   RIME_RETURN_IF_ERROR(prepare_if_local(plan, options.device_ordinal));
   return plan;
+}
+
+}  // namespace
+
+Result<Plan> Plan::build(const Graph& graph, const PlanOptions& options) {
+  Plan plan;
+  plan.state_ = std::make_shared<State>();
+  return build_plan(plan, *plan.state_, graph, options, std::nullopt);
+}
+
+Result<Plan> PlanInternals::build_slot_plan(const Graph& graph, const PlanOptions& options, int slot, int slots) {
+  if (slots < 1 || slot < 0 || slot >= slots)
+    return Status(StatusCode::Internal, fmt::format("partials slot {} of {}", slot, slots));
+  Plan plan;
+  plan.state_ = std::make_shared<Plan::State>();
+  return build_plan(plan, *plan.state_, graph, options, std::make_pair(slot, slots));
 }
 
 std::string Plan::to_json() const {
@@ -354,37 +353,22 @@ Status Plan::prepare(int device_ordinal) {
   return Status::success();
 }
 
-Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const {
-  return execute(buffers, workspace, stream, ExecuteOptions{});
-}
+namespace {
 
-Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
-                     const ExecuteOptions& options) const {
-  const State& s = *state_;
-  if (!s.prepared)
-    return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
-  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
+// Launches stages [first, end) of a prepared plan (execute, PlanInternals::launch_stages). allow_programmatic: a
+// stage after `first` may launch as a programmatic dependent of the one before.
+Status launch(const Plan::State& s, const std::unordered_map<int64_t, void*>& buffers, void* workspace,
+              CUstream cu_stream, int first, int end, bool allow_programmatic) {
   const driver::Api* api = driver::api();
-  const driver::ScopedContext in_ctx(s.context);
-  RIME_RETURN_IF_ERROR(in_ctx.status());
-  CUstream cu_stream = static_cast<CUstream>(stream);
-  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context));
-  for (Role r : {Role::AmaxO, Role::AmaxS}) {
-    if (const TensorFacts& t = s.facts.operand(r); t.bound) {
-      RIME_RETURN_IF_ERROR(driver::check(
-          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffers.find(t.uid)->second), 0, 1, cu_stream),
-          "cuMemsetD32Async(Amax)"));
-    }
-  }
   engines::StageParams params;  // storage on the stack: the launch copies each block at the call
   RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace}, params));
   // Programmatic dependent launch (sm_90+): a stage after the first may launch while its predecessor's CTAs
   // still run (they allow it with griddepcontrol.launch_dependents) and waits in the kernel
   // (griddepcontrol.wait) before it reads what the predecessor wrote, so its launch and prologue hide behind
   // the predecessor's tail. The first stage launches plainly: it must follow everything before it.
-  const bool programmatic = s.facts.device.arch >= 90 && api->cuLaunchKernelEx != nullptr;
+  const bool programmatic = allow_programmatic && s.facts.device.arch >= 90 && api->cuLaunchKernelEx != nullptr;
   const auto& stages = s.config.derived.stages;
-  for (size_t n = 0; n < stages.size(); ++n) {
+  for (size_t n = static_cast<size_t>(first); n < static_cast<size_t>(end); ++n) {
     const KernelStage& stage = stages[n];
     // Context parallel: every rank's partials reach every rank's workspace before the combine reads them. The
     // combine then launches plainly, after the collective.
@@ -395,7 +379,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
     const unsigned gx = s.grid_x[n], gy = static_cast<unsigned>(stage.grid[1]),
                    gz = static_cast<unsigned>(stage.grid[2]);
     const unsigned block = static_cast<unsigned>(stage.block), smem = static_cast<unsigned>(stage.smem_bytes);
-    if (n > 0 && programmatic && !after_collective) {
+    if (n > static_cast<size_t>(first) && programmatic && !after_collective) {
       CUlaunchAttribute attr{};
       attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attr.value.programmaticStreamSerializationAllowed = 1;
@@ -418,6 +402,47 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
     }
   }
   return Status::success();
+}
+
+}  // namespace
+
+Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const {
+  return execute(buffers, workspace, stream, ExecuteOptions{});
+}
+
+Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream,
+                     const ExecuteOptions& options) const {
+  const State& s = *state_;
+  if (!s.prepared)
+    return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
+  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
+  const driver::Api* api = driver::api();
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  CUstream cu_stream = static_cast<CUstream>(stream);
+  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context));
+  for (Role r : {Role::AmaxO, Role::AmaxS}) {
+    if (const TensorFacts& t = s.facts.operand(r); t.bound) {
+      RIME_RETURN_IF_ERROR(driver::check(
+          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffers.find(t.uid)->second), 0, 1, cu_stream),
+          "cuMemsetD32Async(Amax)"));
+    }
+  }
+  return launch(s, buffers, workspace, cu_stream, 0, static_cast<int>(s.config.derived.stages.size()), true);
+}
+
+Status PlanInternals::launch_stages(const Plan& plan, const std::unordered_map<int64_t, void*>& buffers,
+                                    void* workspace, CUstream stream, int first, int end) {
+  const Plan::State& s = *plan.state_;
+  if (!s.prepared)
+    return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
+  if (first < 0 || end > static_cast<int>(s.config.derived.stages.size()) || first > end)
+    return Status(StatusCode::Internal, fmt::format("stages [{}, {}) of a plan of {}", first, end,
+                                                    s.config.derived.stages.size()));
+  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  return launch(s, buffers, workspace, stream, first, end, false);
 }
 
 }  // namespace rime

@@ -47,7 +47,15 @@ const Loaded& loaded() {
               load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err) &&
               load_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, err) && load_symbol(lib, "cuMemFree_v2", a.cuMemFree, err) &&
               load_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, err) &&
-              load_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, err);
+              load_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, err) &&
+              load_symbol(lib, "cuStreamCreate", a.cuStreamCreate, err) &&
+              load_symbol(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, err) &&
+              load_symbol(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, err) &&
+              load_symbol(lib, "cuEventCreate", a.cuEventCreate, err) &&
+              load_symbol(lib, "cuEventDestroy_v2", a.cuEventDestroy, err) &&
+              load_symbol(lib, "cuEventRecord", a.cuEventRecord, err) &&
+              load_symbol(lib, "cuEventQuery", a.cuEventQuery, err) &&
+              load_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, err);
     if (!ok) return out;
     a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     a.cuTensorMapEncodeTiled = reinterpret_cast<decltype(a.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));

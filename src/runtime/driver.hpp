@@ -14,7 +14,8 @@ namespace rime::driver {
 
 // Function pointers of the driver entry points the library calls (and no others: the testing library in
 // tools/testing loads its own allocation, copy, stream, event and graph calls). The allocation, copy and stream
-// synchronisation here serve only the checked-indices mode of execute (one 8-byte verdict word). Loaded once;
+// synchronisation here serve only the checked-indices mode of execute (one 8-byte verdict word); the streams and
+// events, the ring of context-parallel prefill (plan/ring.cpp: its transfers run beside the attention). Loaded once;
 // api() returns nullptr when there is no driver (then load_status() says why).
 struct Api {
   CUresult (*cuInit)(unsigned);
@@ -38,6 +39,14 @@ struct Api {
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   // Optional (nullptr when the driver lacks them): launches with attributes, for programmatic dependent launch;
   // tensor maps for engines that load with TMA.
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);

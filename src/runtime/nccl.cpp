@@ -44,6 +44,7 @@ const Loaded& loaded() {
                     load(lib, "ncclCommUserRank", a.ncclCommUserRank, err) &&
                     load(lib, "ncclCommCuDevice", a.ncclCommCuDevice, err) &&
                     load(lib, "ncclAllGather", a.ncclAllGather, err) &&
+                    load(lib, "ncclSend", a.ncclSend, err) && load(lib, "ncclRecv", a.ncclRecv, err) &&
                     load(lib, "ncclGroupStart", a.ncclGroupStart, err) &&
                     load(lib, "ncclGroupEnd", a.ncclGroupEnd, err) &&
                     load(lib, "ncclGetUniqueId", a.ncclGetUniqueId, err) &&

@@ -14,7 +14,7 @@ namespace rime::nccl {
 
 using Comm = void*;  // ncclComm_t
 enum Result : int { kSuccess = 0 };
-enum DataType : int { kFloat32 = 7 };  // ncclFloat32
+enum DataType : int { kUint8 = 1, kFloat32 = 7 };  // ncclUint8, ncclFloat32
 // ncclUniqueId: 128 opaque bytes.
 struct UniqueId {
   char internal[128];
@@ -27,6 +27,8 @@ struct Api {
   Result (*ncclCommUserRank)(Comm, int*);
   Result (*ncclCommCuDevice)(Comm, int*);
   Result (*ncclAllGather)(const void*, void*, size_t, DataType, Comm, CUstream);
+  Result (*ncclSend)(const void*, size_t, DataType, int, Comm, CUstream);
+  Result (*ncclRecv)(void*, size_t, DataType, int, Comm, CUstream);
   Result (*ncclGroupStart)();
   Result (*ncclGroupEnd)();
   // For callers that make their own communicators (tests, a launcher): rime never creates one behind a plan.

@@ -1,9 +1,11 @@
 // rime run FILE --ranks N: context parallelism on one host (docs/context-parallel.md). The parent makes an NCCL
 // unique id and starts one process per GPU (this binary again, with --launched-rank r:N:id and CUDA_VISIBLE_DEVICES
-// naming its GPU); each rank joins the communicator, plans its shard of the graph (K/V split by sequence into N
-// equal slices) as a context-parallel plan, runs it on the shard of the inputs every rank draws alike from the
-// seed, and checks the O and Stats it ends with against the CPU reference of the whole graph, then compares them
-// with the single-GPU plan of the whole graph run on the same data on its GPU.
+// naming its GPU); each rank joins the communicator and plans its shard of the graph. A self-attention prefill
+// (S_q = S_kv > 1) runs the ring (rime/ring.hpp): Q, K and V cut into 2N chunks, rank r holding chunks r and
+// 2N - 1 - r. Any other graph (a decode) has K/V split by sequence into N equal slices, Q whole, as a
+// context-parallel plan. Each rank runs its shard of the inputs every rank draws alike from the seed, checks what
+// it ends with against the CPU reference of the whole graph, and compares it with the single-GPU plan of the whole
+// graph run on the same data on its GPU.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,8 +21,10 @@
 #include "cli/cli.hpp"
 #include "graph/geometry.hpp"
 #include "rime/plan.hpp"
+#include "rime/ring.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nccl.hpp"
+#include "testing/ring_shards.hpp"
 #include "testing/trial.hpp"
 
 namespace rime::cli {
@@ -107,6 +111,81 @@ bool id_of(const std::string& hex, nccl::UniqueId& id) {
   return true;
 }
 
+// Whether --ranks runs `g` as the prefill ring: a self-attention prefill (S_q = S_kv > 1).
+bool is_ring_prefill(const Graph& g) {
+  const TensorDesc* q = g.operand(Role::Q);
+  const TensorDesc* k = g.operand(Role::K);
+  return q && k && q->dims.size() == 4 && k->dims.size() == 4 && q->dims[2] > 1 && q->dims[2] == k->dims[2] &&
+         !g.operand(Role::PageTable) && !g.operand(Role::CuSeqlensQ);
+}
+
+// One rank of the prefill ring: plan its shard, run it, check its rows (the other ranks' rows from the single-GPU
+// plan, itself checked), time both. Prints lines prefixed "rank r:"; returns the exit code.
+int run_ring_rank(const Options& opts, const Graph& whole, const Graph& shard, nccl::Comm comm, const LaunchedRank& me) {
+  const std::string source = source_of(opts);
+  const std::string who = fmt::format("rank {}", me.rank);
+  auto fail = [&](const Status& s) { return report_failure(Status(s.code(), who + ": " + s.message()), opts, source); };
+  PlanOptions options;
+  options.use_tuned = !opts.no_tuned;
+  Result<Plan> single = Plan::build(whole, options);
+  if (!single.ok()) return fail(single.status());
+  Result<RingPlan> ring = RingPlan::build(shard, ContextParallel{comm, me.rank, me.world}, options);
+  if (!ring.ok()) return fail(ring.status());
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  fmt::print("{}: GPU {} ({})\n", who, visible ? visible : "0", ring->facts().device.name);
+  std::string text = ring->explain();
+  for (size_t at = 0, end; at < text.size(); at = end + 1) {
+    end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    fmt::print("{}:   {}\n", who, text.substr(at, end - at));
+  }
+  const testing::TrialInputs inputs = testing::make_inputs(whole, opts.seed);
+  testing::TrialOptions run;
+  run.check = false;
+  run.timing_iterations = opts.bench ? opts.iterations : 0;
+  // Every rank executes the ring the same number of times (its transfers pair with the neighbours').
+  Result<testing::TrialReport> ring_run = testing::run_trial(
+      ring->graph(), ring->facts(), ring->workspace_size(),
+      testing::ring_shard_inputs(whole, shard, inputs, me.rank, me.world), run,
+      [&](const std::unordered_map<int64_t, void*>& buffers, void* workspace, CUstream stream, bool) {
+        return ring->execute(buffers, workspace, stream);
+      });
+  if (!ring_run.ok()) return fail(ring_run.status());
+  Result<testing::TrialReport> single_run = testing::run_trial(single.value(), inputs, run);
+  if (!single_run.ok()) return fail(single_run.status());
+
+  int rc = kExitOk;
+  if (!opts.no_check) {
+    reference::HostTensors outputs = single_run->outputs;
+    testing::ring_gather_outputs(whole, shard, me.rank, me.world, ring_run->outputs, outputs);
+    const testing::TrialReport r = testing::check_outputs(whole, single->facts(), inputs, outputs, {});
+    fmt::print("{}: check: {} ({} rows of the whole graph vs the CPU reference, this rank's chunks from the ring and "
+               "the others' from the single-GPU plan; O max abs err {:.4g}, rel L2 {:.3g}, {} outside; LSE max abs "
+               "err {:.3g})\n",
+               who, r.passed ? "PASSED" : "FAILED", r.rows_checked, r.o_max_abs_err, r.o_rel_l2, r.elements_outside,
+               r.lse_max_abs_err);
+    for (const std::string& f : r.failures) fmt::print("{}:   {}\n", who, f);
+    if (!r.passed) rc = kExitCheckFailed;
+  }
+  if (opts.bench) {
+    // The last timed execute's transfers (run_trial synchronized it).
+    Result<RingPlan::TransferTimes> times = ring->transfer_times();
+    if (!times.ok()) return fail(times.status());
+    if (times->transfers > 0)
+      fmt::print("{}: transfers: {} of K/V ({} bytes each) in {:.3f} ms, of which {:.3f} ms exposed (the attention "
+                 "waited) and {:.3f} ms behind the pairs\n",
+                 who, times->transfers, tensor_storage_bytes(*shard.operand(Role::K)) + tensor_storage_bytes(*shard.operand(Role::V)),
+                 times->transfer_ms, times->exposed_ms, times->transfer_ms - times->exposed_ms);
+    const double flops = testing::attention_flops(single->facts());
+    fmt::print("{}: bench: the ring {:.4f} ms ({:.1f} TFLOP/s of the whole graph), the single-GPU plan {:.4f} ms "
+               "({:.1f}): {:.2f}x over {} runs\n",
+               who, ring_run->median_ms, flops / (ring_run->median_ms * 1e-3) / 1e12, single_run->median_ms,
+               flops / (single_run->median_ms * 1e-3) / 1e12, single_run->median_ms / std::max(ring_run->median_ms, 1e-9),
+               opts.iterations);
+  }
+  return rc;
+}
+
 // One rank: join, plan, run, check. Prints lines prefixed "rank r:"; returns the exit code.
 int run_rank(const Options& opts, const Graph& whole, const Graph& shard, const LaunchedRank& me) {
   const std::string source = source_of(opts);
@@ -123,6 +202,7 @@ int run_rank(const Options& opts, const Graph& whole, const Graph& shard, const 
     nccl::Comm c;
     ~CommGuard() { nccl::api()->ncclCommDestroy(c); }
   } guard{comm};
+  if (is_ring_prefill(whole)) return run_ring_rank(opts, whole, shard, comm, me);
   PlanOptions cp_options;
   cp_options.use_tuned = !opts.no_tuned;
   cp_options.context_parallel = ContextParallel{comm, me.rank, me.world};
@@ -203,7 +283,8 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
                                   "--seq-lengths, --uniform-descales and --check-indices are not offered with it"),
                           opts, source);
   const int world = opts.launched ? opts.launched->world : opts.ranks;
-  Result<Graph> shard = shard_graph(whole, world);
+  const bool ring = is_ring_prefill(whole);
+  Result<Graph> shard = ring ? testing::ring_shard_graph(whole, world) : shard_graph(whole, world);
   if (!shard.ok()) return report_failure(shard.status(), opts, source);
   if (opts.launched) return run_rank(opts, whole, shard.value(), *opts.launched);
 
@@ -216,6 +297,14 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
     // No GPU to run on (or --arch / --sms describe another): rank 0's plan for the described device, not executed.
     PlanOptions options;
     options.device = dev->device;
+    if (ring) {
+      Result<RingPlan> rank0 = RingPlan::build(shard.value(), ContextParallel{nullptr, 0, world}, options);
+      if (!rank0.ok()) return report_failure(rank0.status(), opts, source);
+      fmt::print("rank 0 of {}, for {}:\n{}", world, rank0->facts().device.arch_name(), rank0->explain());
+      fmt::print("execution skipped: {}\n",
+                 dev->has_gpu ? "the plan is not for this GPU (see --arch)" : driver::load_status().message());
+      return kExitOk;
+    }
     options.context_parallel = ContextParallel{nullptr, 0, world};
     Result<Plan> plan = Plan::build(shard.value(), options);
     if (!plan.ok()) return report_failure(plan.status(), opts, source);

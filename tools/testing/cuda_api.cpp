@@ -32,7 +32,8 @@ const Loaded& loaded() {
     // The _v2 names are the ABI that cuda.h's macros select for these entry points.
     load(lib, "cuMemAlloc_v2", a.cuMemAlloc, s) && load(lib, "cuMemFree_v2", a.cuMemFree, s) &&
         load(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, s) && load(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, s) &&
-        load(lib, "cuMemcpyDtoD_v2", a.cuMemcpyDtoD, s) && load(lib, "cuMemsetD8_v2", a.cuMemsetD8, s) &&
+        load(lib, "cuMemcpyDtoD_v2", a.cuMemcpyDtoD, s) &&
+        load(lib, "cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync, s) && load(lib, "cuMemsetD8_v2", a.cuMemsetD8, s) &&
         load(lib, "cuMemsetD8Async", a.cuMemsetD8Async, s) && load(lib, "cuStreamCreate", a.cuStreamCreate, s) &&
         load(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, s) &&
         load(lib, "cuStreamSynchronize", a.cuStreamSynchronize, s) &&

@@ -332,8 +332,16 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
 }
 
 Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const TrialOptions& opt) {
-  const Graph& g = plan.graph();
-  const Facts& f = plan.facts();
+  return run_trial(plan.graph(), plan.facts(), plan.workspace_size(), inputs, opt,
+                   [&](const std::unordered_map<int64_t, void*>& buffers, void* workspace, CUstream stream, bool first) {
+                     ExecuteOptions options;
+                     options.check_indices = first && opt.check_indices;
+                     return plan.execute(buffers, workspace, stream, options);
+                   });
+}
+
+Result<TrialReport> run_trial(const Graph& g, const Facts& f, int64_t workspace_bytes, const TrialInputs& inputs,
+                              const TrialOptions& opt, const Execute& execute) {
   const CudaApi* api = cuda();
   if (!api) return cuda_status();
   DeviceMemory mem;
@@ -352,12 +360,12 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     }
   }
   void* workspace = nullptr;
-  if (plan.workspace_size() > 0) {
-    auto w = mem.alloc(plan.workspace_size());
+  if (workspace_bytes > 0) {
+    auto w = mem.alloc(workspace_bytes);
     if (!w.ok()) return w.status();
     workspace = reinterpret_cast<void*>(w.value());
     // Poison the workspace too: every partial slot must be written before the combine reads it.
-    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD8(w.value(), 0xFF, static_cast<size_t>(plan.workspace_size())),
+    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD8(w.value(), 0xFF, static_cast<size_t>(workspace_bytes)),
                                        "cuMemsetD8(workspace)"));
   }
   // The poison and the uploads above run on the legacy default stream: cuMemsetD8 returns before the device has
@@ -373,9 +381,7 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
     CUstream s;
     ~StreamGuard() { cuda()->cuStreamDestroy(s); }
   } guard{stream};
-  ExecuteOptions first_run;
-  first_run.check_indices = opt.check_indices;
-  RIME_RETURN_IF_ERROR(plan.execute(buffers, workspace, stream, first_run));
+  RIME_RETURN_IF_ERROR(execute(buffers, workspace, stream, true));
   RIME_RETURN_IF_ERROR(driver::check(api->cuStreamSynchronize(stream), "executing the plan"));
 
   TrialReport rep;
@@ -388,14 +394,14 @@ Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const
   }
 
   if (opt.timing_iterations > 0) {
-    for (int w = 0; w < 3; ++w) RIME_RETURN_IF_ERROR(plan.execute(buffers, workspace, stream));
+    for (int w = 0; w < 3; ++w) RIME_RETURN_IF_ERROR(execute(buffers, workspace, stream, false));
     std::vector<float> times;
     CUevent start = nullptr, stop = nullptr;
     api->cuEventCreate(&start, CU_EVENT_DEFAULT);
     api->cuEventCreate(&stop, CU_EVENT_DEFAULT);
     for (int it = 0; it < opt.timing_iterations; ++it) {
       api->cuEventRecord(start, stream);
-      Status s = plan.execute(buffers, workspace, stream);
+      Status s = execute(buffers, workspace, stream, false);
       api->cuEventRecord(stop, stream);
       api->cuEventSynchronize(stop);
       if (!s.ok()) return s;

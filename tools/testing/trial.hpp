@@ -3,7 +3,11 @@
 // the benchmark.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
+#include <functional>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +84,13 @@ struct TrialReport {
 };
 
 Result<TrialReport> run_trial(const Plan& plan, const TrialInputs& inputs, const TrialOptions& options);
+
+// The same run for any executor of graph `g` (a plan, a rank's RingPlan): `execute` runs it on the buffers, the
+// workspace of `workspace_bytes` (poisoned) and the stream; `first` is the checked run before the timed ones.
+using Execute = std::function<Status(const std::unordered_map<int64_t, void*>& buffers, void* workspace,
+                                     CUstream stream, bool first)>;
+Result<TrialReport> run_trial(const Graph& g, const Facts& f, int64_t workspace_bytes, const TrialInputs& inputs,
+                              const TrialOptions& options, const Execute& execute);
 
 // The comparison half of run_trial, on the CPU: `outputs` holds every output tensor's bytes as the GPU wrote
 // them. Every element of O must be finite (the poison is NaN); sampled rows are compared with the reference.

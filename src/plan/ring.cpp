@@ -1,0 +1,436 @@
+// RingPlan: context-parallel prefill as a ring of pair plans (rime/ring.hpp, docs/context-parallel.md).
+#include "rime/ring.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "log/log.hpp"
+#include "plan/explain.hpp"
+#include "plan/context_parallel.hpp"
+#include "plan/plan_state.hpp"
+#include "plan/ring_internal.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/nccl.hpp"
+#include "status_macros.hpp"
+
+namespace rime {
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// The tensors cut by sequence along dims[2]: Q, O and Stats by the rank's Q chunks, K and V by the K/V chunks held.
+constexpr Role kQSide[] = {Role::Q, Role::O, Role::Stats};
+constexpr Role kKvSide[] = {Role::K, Role::V};
+
+// Elements from a tensor's first to its last, +1.
+int64_t extent_elements(const TensorFacts& t) {
+  int64_t e = 1;
+  for (size_t i = 0; i < t.dims.size(); ++i) e += (t.dims[i] - 1) * t.strides[i];
+  return e;
+}
+int64_t elements(const TensorFacts& t) {
+  int64_t n = 1;
+  for (int64_t d : t.dims) n *= d;
+  return n;
+}
+
+// The graph of one pair: the local graph with the sequence tensors cut to a chunk of `chunk` rows (same strides: a
+// chunk is a view of the local tensor or of a held K/V buffer laid out as it), the pair's mask, split_kv 1.
+Result<Graph> pair_graph(const Graph& local, const Facts& f, int64_t chunk, bool causal) {
+  Graph g(local.name() + (causal ? " (ring pair, diagonal)" : " (ring pair)"));
+  for (TensorDesc t : local.tensors()) {
+    for (Role r : {Role::Q, Role::O, Role::Stats, Role::K, Role::V})
+      if (f.operand(r).bound && f.operand(r).uid == t.uid) t.dims[2] = chunk;
+    g.add_tensor(t);
+  }
+  SdpaOp op = *local.op();
+  op.attributes.causal = causal;
+  op.attributes.alignment = DiagonalAlignment::TopLeft;
+  op.attributes.split_kv = 1;
+  RIME_RETURN_IF_ERROR(g.set_op(op));
+  return g;
+}
+
+// What the ring serves, with the reason when it does not.
+Status check_servable(const Facts& f, const ContextParallel& cp) {
+  if (cp.world < 1 || cp.rank < 0 || cp.rank >= cp.world)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("ring: rank {} of world {}: the world must be at least 1 and the rank in [0, world)",
+                              cp.rank, cp.world));
+  auto no = [](const std::string& why) { return Status(StatusCode::NotSupported, "ring: " + why); };
+  if (f.paged || f.ragged_q || f.ragged_kv || f.mask.padding)
+    return no("per-sequence lengths, pages and ragged batches are not cut into ring chunks (a dense shard only)");
+  if (f.mask.window_left || f.mask.band_right)
+    return no("a window or band mask crosses chunks at offsets the pair plans do not take");
+  if (f.S_q != f.S_kv)
+    return no(fmt::format("the ring shards a self-attention prefill: S_q {} and S_kv {} differ", f.S_q, f.S_kv));
+  if (f.is_mxfp8) return no("MXFP8 inputs: their scale tensors are not cut into chunks");
+  if (f.o_block_scale) return no("a block-scaled O: sf_o is not cut into chunks");
+  if (f.wants_amax_s) return no("Amax_S: a max over per-pair P over-reports the merged P");
+  if (f.S_q % 2 != 0)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("ring: the local sequence holds two equal chunks, and S {} is odd", f.S_q));
+  for (Role r : kKvSide) {
+    const TensorFacts& t = f.operand(r);
+    if (extent_elements(t) != elements(t))
+      return no(fmt::format("{} ({}) has gaps between its elements (a view of a larger buffer): the ring sends it as "
+                            "one block of its bytes",
+                            to_string(r), t.name));
+  }
+  return Status::success();
+}
+
+// The ring's transfers over the caller's communicator.
+class NcclTransport final : public RingTransport {
+ public:
+  NcclTransport(void* comm, int rank, int world) : comm_(comm), next_((rank + 1) % world), prev_((rank + world - 1) % world) {}
+  Status exchange(int, const void* send_k, const void* send_v, void* recv_k, void* recv_v, size_t k_bytes,
+                  size_t v_bytes, CUstream stream) const override {
+    const nccl::Api* n = nccl::api();
+    if (!n) return nccl::load_status();
+    RIME_RETURN_IF_ERROR(nccl::check(n->ncclGroupStart(), "ncclGroupStart"));
+    const nccl::Result r[] = {n->ncclSend(send_k, k_bytes, nccl::kUint8, next_, comm_, stream),
+                              n->ncclSend(send_v, v_bytes, nccl::kUint8, next_, comm_, stream),
+                              n->ncclRecv(recv_k, k_bytes, nccl::kUint8, prev_, comm_, stream),
+                              n->ncclRecv(recv_v, v_bytes, nccl::kUint8, prev_, comm_, stream)};
+    const nccl::Result end = n->ncclGroupEnd();
+    for (nccl::Result x : r) RIME_RETURN_IF_ERROR(nccl::check(x, "ncclSend / ncclRecv (ring K/V)"));
+    return nccl::check(end, "ncclGroupEnd");
+  }
+
+ private:
+  void* comm_;
+  int next_, prev_;
+};
+
+}  // namespace
+
+struct RingPlan::State {
+  ContextParallel cp;
+  Graph local;
+  Facts facts;  // the local graph's
+  int64_t chunk = 0;
+  bool causal = false;
+  std::vector<context_parallel::RingPair> schedule;
+  std::map<std::pair<int, bool>, Plan> pairs;  // by (K/V chunk slot, causal)
+  int combine_stage = 0;                       // the pair plans' first combine stage
+  // Per sequence tensor: bytes from its chunk 0 to its chunk 1 (C rows of dims[2]).
+  std::map<int64_t, int64_t> chunk_bytes;  // by uid
+  int64_t k_bytes = 0, v_bytes = 0;        // K's and V's storage, as sent
+  int64_t kv_offset[2] = {0, 0};           // the held K/V buffers in the workspace (world > 1); V after K
+  int64_t partial_offset[2] = {0, 0};      // each Q chunk's pair workspace
+  int64_t pair_workspace = 0, lse_offset = 0, lse_count = 0;  // in a pair workspace: its LSE slots
+  int64_t workspace_bytes = 0;
+  // Prepared:
+  bool prepared = false;
+  int device_ordinal = -1;
+  CUcontext context = nullptr;
+  CUstream transfer = nullptr;
+  CUevent start = nullptr;
+  // Per step but the last: the transfer's start and end on the transfer stream, the end of the step's pairs.
+  std::vector<CUevent> sending, received, computed;
+
+  ~State() {
+    const driver::Api* api = driver::api();
+    if (!api || !context) return;
+    const driver::ScopedContext in_ctx(context);
+    for (CUevent e : sending) api->cuEventDestroy(e);
+    for (CUevent e : received) api->cuEventDestroy(e);
+    for (CUevent e : computed) api->cuEventDestroy(e);
+    if (start) api->cuEventDestroy(start);
+    if (transfer) api->cuStreamDestroy(transfer);
+  }
+};
+
+Result<RingPlan> RingPlan::build(const Graph& local, const ContextParallel& cp, const PlanOptions& options) {
+  if (options.context_parallel)
+    return Status(StatusCode::InvalidArgument,
+                  "ring: PlanOptions::context_parallel is set; the ring's communicator, rank and world are its own "
+                  "argument");
+  const Result<DeviceResolution> resolved = resolve_device(options);
+  if (!resolved.ok()) return resolved.status();
+  Result<Facts> facts = analyze(local, resolved->device);
+  if (!facts.ok()) return facts.status();
+  RIME_RETURN_IF_ERROR(check_servable(facts.value(), cp));
+
+  RingPlan ring;
+  ring.state_ = std::make_shared<State>();
+  State& s = *ring.state_;
+  s.cp = cp;
+  s.local = local;
+  s.facts = facts.value();
+  const Facts& f = s.facts;
+  s.chunk = f.S_q / 2;
+  s.causal = f.mask.causal;
+  s.schedule = context_parallel::ring_schedule(cp.rank, cp.world, s.causal);
+
+  PlanOptions pair_options = options;
+  pair_options.use_tuned = false;
+  pair_options.device = resolved->device;
+  pair_options.device_source = resolved->source;
+  for (const context_parallel::RingPair& p : s.schedule) {
+    const std::pair<int, bool> key{p.kv_chunk, p.causal};
+    if (s.pairs.count(key)) continue;
+    Result<Graph> g = pair_graph(local, f, s.chunk, p.causal);
+    if (!g.ok()) return g.status();
+    Result<Plan> plan = PlanInternals::build_slot_plan(g.value(), pair_options, p.kv_chunk, 2 * cp.world);
+    if (!plan.ok())
+      return Status(plan.status().code(), fmt::format("ring: the plan of a {} pair: {}",
+                                                      p.causal ? "diagonal (causal)" : "full", plan.status().message()));
+    s.pairs.emplace(key, std::move(plan.value()));
+  }
+
+  // Every pair plan has the same stages and workspace: a Q chunk's pairs share its workspace, slot by slot.
+  const Plan& first = s.pairs.begin()->second;
+  const Derived& d0 = first.config().derived;
+  s.combine_stage = -1;
+  for (size_t i = 0; i < d0.stages.size(); ++i)
+    if (d0.stages[i].role == "combine" && s.combine_stage < 0) s.combine_stage = static_cast<int>(i);
+  const WorkspaceRegion* lse = d0.region("lse_partial");
+  if (s.combine_stage < 0 || !lse)
+    return Status(StatusCode::Internal, "ring: a pair plan without split partials and their combine");
+  for (const auto& [key, plan] : s.pairs) {
+    const Derived& d = plan.config().derived;
+    if (d.workspace_bytes != d0.workspace_bytes || d.stages.size() != d0.stages.size() ||
+        d.stages[s.combine_stage].role != "combine" || !d.region("lse_partial") ||
+        !(*d.region("lse_partial") == *lse))
+      return Status(StatusCode::Internal, "ring: the pair plans' workspaces or stages differ");
+  }
+  s.pair_workspace = d0.workspace_bytes;
+  s.lse_offset = lse->offset;
+  s.lse_count = lse->bytes / 4;
+
+  for (Role r : {Role::Q, Role::O, Role::Stats, Role::K, Role::V}) {
+    const TensorFacts& t = f.operand(r);
+    if (t.bound) s.chunk_bytes[t.uid] = s.chunk * t.strides[2] * bits_of(t.dtype) / 8;
+  }
+  s.k_bytes = extent_elements(f.operand(Role::K)) * bits_of(f.operand(Role::K).dtype) / 8;
+  s.v_bytes = extent_elements(f.operand(Role::V)) * bits_of(f.operand(Role::V).dtype) / 8;
+  int64_t at = 0;
+  if (cp.world > 1) {
+    for (int b = 0; b < 2; ++b) {
+      s.kv_offset[b] = at;
+      at += aligned(s.k_bytes) + aligned(s.v_bytes);
+    }
+  }
+  for (int c = 0; c < 2; ++c) {
+    s.partial_offset[c] = at;
+    at += aligned(s.pair_workspace);
+  }
+  s.workspace_bytes = at;
+
+  // Prepared here when the planned GPU is this thread's, as Plan::build prepares; not without a communicator
+  // (prepare() then says what is missing).
+  if (cp.comm && options.device_ordinal) {
+    RIME_RETURN_IF_ERROR(ring.prepare(*options.device_ordinal));
+  } else if (Result<int> ordinal = driver::current_ordinal(); cp.comm && ordinal.ok()) {
+    Result<DeviceDesc> gpu = driver::query_device(ordinal.value());
+    if (gpu.ok() && gpu->arch == f.device.arch) {
+      Status st = ring.prepare(ordinal.value());
+      if (!st.ok()) log::warn("ring plan built but not loaded: {}", st.message());
+    }
+  }
+  return ring;
+}
+
+const Graph& RingPlan::graph() const { return state_->local; }
+const Facts& RingPlan::facts() const { return state_->facts; }
+int64_t RingPlan::workspace_size() const { return state_->workspace_bytes; }
+
+std::vector<const Plan*> RingPlan::pair_plans() const {
+  std::vector<const Plan*> out;
+  for (const auto& [key, plan] : state_->pairs) out.push_back(&plan);
+  return out;
+}
+
+std::string RingPlan::explain() const {
+  const State& s = *state_;
+  const auto chunks = context_parallel::zigzag_chunks(s.cp.rank, s.cp.world);
+  std::string out = fmt::format(
+      "ring      rank {} of {}: Q, K and V chunks {} and {} of the sequence's {} ({} rows each, {} in all), {}\n",
+      s.cp.rank, s.cp.world, chunks[0], chunks[1], 2 * s.cp.world, s.chunk, 2 * s.chunk * s.cp.world,
+      s.causal ? "causal (a K/V chunk before the Q chunk in full, the same one under the mask, a later one skipped)"
+               : "no mask (every pair in full)");
+  int step = -1;
+  for (const context_parallel::RingPair& p : s.schedule) {
+    if (p.step != step) {
+      out += fmt::format("{}step {} (K/V of rank {}):", step < 0 ? "schedule  " : "\n          ", p.step, p.kv_rank);
+      step = p.step;
+    }
+    out += fmt::format(" Q{} x KV{}{}", p.q_chunk, p.kv_chunk, p.causal ? " (diagonal)" : "");
+  }
+  out += "\n";
+  for (const auto& [key, plan] : s.pairs) {
+    const Decision& d = plan.config().decision;
+    out += fmt::format("pair      K/V chunk {} into slot {} of {}{}: row {}, tile {}x{}, {}\n", key.first, key.first,
+                       2 * s.cp.world, key.second ? ", causal" : "", d.row_id, d.tile.q, d.tile.kv,
+                       plan.kernels().empty() ? std::string("no kernel") : plan.kernels()[0].name_expression);
+  }
+  out += fmt::format("workspace {} bytes: {}two Q chunks' partials of {} slots ({} bytes each)\n", s.workspace_bytes,
+                     s.cp.world > 1 ? fmt::format("two held K/V buffers ({} + {} bytes each), ", s.k_bytes, s.v_bytes)
+                                    : std::string(),
+                     2 * s.cp.world, s.pair_workspace);
+  return out;
+}
+
+Status RingPlan::prepare(int device_ordinal) { return RingInternals::prepare(*this, device_ordinal, true); }
+
+Status RingInternals::prepare_without_communicator(RingPlan& ring, int device_ordinal) {
+  return prepare(ring, device_ordinal, false);
+}
+
+Status RingInternals::prepare(RingPlan& ring, int device_ordinal, bool check_communicator) {
+  RingPlan::State& s = *ring.state_;
+  if (s.prepared) {
+    if (s.device_ordinal == device_ordinal) return Status::success();
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("ring plan is loaded on GPU {}, not GPU {}: build one per GPU", s.device_ordinal,
+                              device_ordinal));
+  }
+  for (auto& [key, plan] : s.pairs) RIME_RETURN_IF_ERROR(plan.prepare(device_ordinal));
+  if (check_communicator) RIME_RETURN_IF_ERROR(context_parallel::check_communicator(s.cp, device_ordinal));
+  Result<CUcontext> ctx = driver::primary_context(device_ordinal);
+  if (!ctx.ok()) return ctx.status();
+  const driver::ScopedContext in_ctx(ctx.value());
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  const driver::Api* api = driver::api();
+  s.context = ctx.value();  // from here on the destructor releases what was made
+  RIME_RETURN_IF_ERROR(driver::check(api->cuStreamCreate(&s.transfer, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  // Timed events (transfer_times): a handful per execute, recorded between kernels.
+  RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&s.start, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  for (int t = 0; t + 1 < s.cp.world; ++t)
+    for (std::vector<CUevent>* v : {&s.sending, &s.received, &s.computed}) {
+      CUevent e = nullptr;
+      RIME_RETURN_IF_ERROR(driver::check(api->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
+      v->push_back(e);
+    }
+  s.device_ordinal = device_ordinal;
+  s.prepared = true;
+  return Status::success();
+}
+
+bool RingPlan::prepared() const { return state_->prepared; }
+
+Result<RingPlan::TransferTimes> RingPlan::transfer_times() const {
+  const State& s = *state_;
+  TransferTimes out;
+  if (!s.prepared || s.cp.world < 2) return out;
+  const driver::Api* api = driver::api();
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  auto ms = [&](CUevent from, CUevent to) -> Result<double> {
+    float t = 0;
+    const CUresult r = api->cuEventElapsedTime(&t, from, to);
+    if (r == CUDA_ERROR_NOT_READY)
+      return Status(StatusCode::CudaError, "ring transfer times: the last execute has not finished (synchronize first)");
+    RIME_RETURN_IF_ERROR(driver::check(r, "cuEventElapsedTime"));
+    return double{t};
+  };
+  for (size_t t = 0; t < s.received.size(); ++t) {
+    Result<double> transfer = ms(s.sending[t], s.received[t]);
+    if (!transfer.ok()) return transfer.status();
+    // The pairs of step t + 1 start when both step t's pairs and this transfer have finished.
+    Result<double> waited = ms(s.computed[t], s.received[t]);
+    if (!waited.ok()) return waited.status();
+    out.transfers += 1;
+    out.transfer_ms += transfer.value();
+    out.exposed_ms += std::max(0.0, waited.value());
+  }
+  return out;
+}
+
+Status RingPlan::execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const {
+  const State& s = *state_;
+  return RingInternals::execute(*this, buffers, workspace, stream, NcclTransport(s.cp.comm, s.cp.rank, s.cp.world));
+}
+
+Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int64_t, void*>& buffers,
+                              void* workspace, void* stream, const RingTransport& transport) {
+  const RingPlan::State& s = *ring.state_;
+  if (!s.prepared)
+    return Status(StatusCode::CudaError, "ring plan is not loaded on a GPU (RingPlan::prepare() failed or was not run)");
+  const Facts& f = s.facts;
+  for (const TensorFacts& t : f.tensors)
+    if (t.bound && !buffers.count(t.uid))
+      return Status(StatusCode::InvalidArgument, fmt::format("ring: no buffer for tensor {} (uid {})", t.name, t.uid));
+  if (s.workspace_bytes > 0 && !workspace)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("ring: the workspace is null and {} bytes are needed", s.workspace_bytes));
+  const driver::Api* api = driver::api();
+  const driver::ScopedContext in_ctx(s.context);
+  RIME_RETURN_IF_ERROR(in_ctx.status());
+  CUstream st = static_cast<CUstream>(stream);
+  char* ws = static_cast<char*>(workspace);
+  auto at = [](const void* base, int64_t bytes) { return static_cast<void*>(static_cast<char*>(const_cast<void*>(base)) + bytes); };
+  auto dptr = [](const void* p) { return reinterpret_cast<CUdeviceptr>(p); };
+
+  // Amax_O is a max over both Q chunks' combines; every slot no pair writes (a K/V chunk after the Q chunk) holds
+  // LSE -inf, which the combine weighs 0.
+  if (const TensorFacts& a = f.operand(Role::AmaxO); a.bound)
+    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(buffers.at(a.uid)), 0, 1, st), "cuMemsetD32Async(Amax_O)"));
+  for (int c = 0; c < 2; ++c)
+    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(ws + s.partial_offset[c] + s.lse_offset), 0xff800000u,
+                                                             static_cast<size_t>(s.lse_count), st),
+                                       "cuMemsetD32Async(LSE slots)"));
+
+  const int world = s.cp.world;
+  const int64_t k_uid = f.operand(Role::K).uid, v_uid = f.operand(Role::V).uid;
+  auto held = [&](int step, int64_t uid) -> void* {  // the K or V this rank holds at `step`
+    if (step == 0) return buffers.at(uid);
+    char* b = ws + s.kv_offset[(step - 1) % 2];
+    return uid == k_uid ? b : b + aligned(s.k_bytes);
+  };
+  // A pair's (or a combine's) buffers: the sequence tensors moved to their chunk.
+  auto chunk_buffers = [&](int q_local, void* k, void* v, int kv_local) {
+    std::unordered_map<int64_t, void*> b = buffers;
+    for (Role r : kQSide)
+      if (const TensorFacts& t = f.operand(r); t.bound) b[t.uid] = at(buffers.at(t.uid), q_local * s.chunk_bytes.at(t.uid));
+    b[k_uid] = at(k, kv_local * s.chunk_bytes.at(k_uid));
+    b[v_uid] = at(v, kv_local * s.chunk_bytes.at(v_uid));
+    return b;
+  };
+  const auto chunks = context_parallel::zigzag_chunks(s.cp.rank, world);
+
+  if (world > 1) {
+    RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.start, st), "cuEventRecord"));
+    RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.start, 0), "cuStreamWaitEvent"));
+  }
+  size_t next = 0;  // the schedule's next pair
+  for (int t = 0; t < world; ++t) {
+    void* k = held(t, k_uid);
+    void* v = held(t, v_uid);
+    if (t + 1 < world) {
+      // The receive overwrites the buffer step t - 1 read: after its pairs.
+      if (t >= 2) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.computed[t - 1], 0), "cuStreamWaitEvent"));
+      char* into = ws + s.kv_offset[t % 2];
+      RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.sending[t], s.transfer), "cuEventRecord"));
+      RIME_RETURN_IF_ERROR(transport.exchange(t, k, v, into, into + aligned(s.k_bytes), static_cast<size_t>(s.k_bytes),
+                                              static_cast<size_t>(s.v_bytes), s.transfer));
+      RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.received[t], s.transfer), "cuEventRecord"));
+    }
+    if (t >= 1) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(st, s.received[t - 1], 0), "cuStreamWaitEvent"));
+    for (; next < s.schedule.size() && s.schedule[next].step == t; ++next) {
+      const context_parallel::RingPair& p = s.schedule[next];
+      const int q_local = p.q_chunk == chunks[0] ? 0 : 1, kv_local = p.kv_chunk == p.kv_rank ? 0 : 1;
+      const Plan& plan = s.pairs.at({p.kv_chunk, p.causal});
+      RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(q_local, k, v, kv_local),
+                                                        ws + s.partial_offset[q_local], st, 0, s.combine_stage));
+    }
+    if (t + 1 < world) RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.computed[t], st), "cuEventRecord"));
+  }
+  // Every transfer has finished: step world - 1 waited for the last one (a group's sends with its receives).
+  for (int c = 0; c < 2; ++c) {
+    const Plan& plan = s.pairs.at({chunks[c], s.causal});  // the Q chunk's own diagonal pair: every schedule has it
+    const int stages = static_cast<int>(plan.config().derived.stages.size());
+    RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(c, buffers.at(k_uid), buffers.at(v_uid), 0),
+                                                      ws + s.partial_offset[c], st, s.combine_stage, stages));
+  }
+  return Status::success();
+}
+
+}  // namespace rime
