@@ -33,8 +33,7 @@ struct Config {
   static constexpr bool kQSplit = kKvFp8 && kFp8;
   static constexpr bool kKvE5m2 = (kFeatures & RIME_F_KV_E5M2) != 0;
   static constexpr int kQType = !kQSplit ? kIn : (kFeatures & RIME_F_Q_BF16) != 0 ? RIME_T_BF16 : RIME_T_FP16;
-  static_assert(!kQSplit || (kDqk <= 128 && !(kDqk == 64 && kC == 2)),
-                "Q in two E4M3 terms: its second term fits the registers up to D 128, not beside S of 256 keys");
+  static_assert(!kQSplit || rime_sm90::q_split_fits(kDqk, kC), "Q in two E4M3 terms: see q_split_fits");
   static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   static constexpr int kTileQ = rime_sm90::tile_q(kC);
   static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);

@@ -17,13 +17,12 @@ namespace rime::engines {
 namespace {
 
 // The kernel's element type (its template's kIn): Q's, except for a 16-bit Q over FP8 K/V (row
-// sdpa_sm90_q16_fp8kv), which runs the FP8 kernel with Q split into two E4M3 terms (config.cuh, kQSplit) where Q's
-// second term fits the consumer's registers: D 64 and D 128, but not D 64 on two consumers, whose 256-key tile's S
-// (128 registers) beside it made ptxas serialize the wgmmas. There, and at D 256, it runs the 16-bit kernel, its K
-// and V widened in the kernel (widen.cuh).
+// sdpa_sm90_q16_fp8kv), which runs the FP8 kernel with Q split into two E4M3 terms (config.cuh, kQSplit) where
+// layout.h's q_split_fits says Q's second term fits the registers, and elsewhere the 16-bit kernel, its K and V
+// widened in the kernel (widen.cuh).
 bool fp8_q(const Facts& f) { return f.is_fp8 && !f.q16_over_fp8_kv(); }
 bool fp8_kernel(const Facts& f, int n_consumers) {
-  return fp8_q(f) || (f.q16_over_fp8_kv() && f.D_qk <= 128 && !(f.D_qk == 64 && n_consumers == 2));
+  return fp8_q(f) || (f.q16_over_fp8_kv() && rime_sm90::q_split_fits(static_cast<int>(f.D_qk), n_consumers));
 }
 int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -14,6 +14,12 @@ namespace rime_sm90 {
 // hold O (64 for D_v 128), S of 64 keys (32) and P, so three consumers take 64-key tiles (128 at D 64, whose O is
 // 32 registers). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
+// A 16-bit Q over FP8 K/V runs the FP8 kernel with Q split into two E4M3 terms where Q's second term fits the
+// consumer's registers: D_qk up to 128, but not D 64 on two consumers, whose 256-key tile's S (128 registers)
+// beside it made ptxas serialize the wgmmas. Elsewhere (D 256, D 64 on two) the 16-bit kernel widens K and V.
+RIME_HOST_DEVICE constexpr bool q_split_fits(int d_qk, int n_consumers) {
+  return d_qk <= 128 && !(d_qk == 64 && n_consumers == 2);
+}
 RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_consumers); }
 // One consumer (graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
 // two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
