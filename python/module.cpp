@@ -753,18 +753,19 @@ NB_MODULE(_rime, m) {
 
   nb::class_<rime::RingPlan>(m, "RingPlan",
                              "A rank's part of the context-parallel prefill ring (docs/context-parallel.md): its "
-                             "pair plans, the K/V transfers over NCCL and the merge.")
+                             "pass plans, the K/V transfers over NCCL and the merge.")
       .def_prop_ro("graph", &rime::RingPlan::graph, "the rank's shard: its two zig-zag chunks of Q, K, V and O")
       .def_prop_ro("workspace_size", &rime::RingPlan::workspace_size, "bytes of device memory run() needs")
       .def_prop_ro("prepared", &rime::RingPlan::prepared)
-      .def_prop_ro("pair_plans",
+      .def_prop_ro("pass_plans",
                    [](const rime::RingPlan& r) {
                      nb::list out;
-                     for (const rime::Plan* p : r.pair_plans()) out.append(*p);
+                     for (const rime::Plan* p : r.pass_plans()) out.append(*p);
                      return out;
                    },
-                   "the plans of the pairs (copies sharing their state): one per K/V chunk slot and mask")
-      .def("explain", &rime::RingPlan::explain, "the rank, its chunks, the schedule and the pair plans")
+                   "the plans of the passes (copies sharing their state): one per slot (step), K/V chunk count and "
+                   "mask")
+      .def("explain", &rime::RingPlan::explain, "the rank, its chunks, the schedule and the pass plans")
       .def(
           "transfer_times",
           [](const rime::RingPlan& r) {
@@ -780,7 +781,7 @@ NB_MODULE(_rime, m) {
       .def(
           "run",
           [](const rime::RingPlan& r, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
-            const int device = r.pair_plans().empty() ? -1 : r.pair_plans()[0]->device_ordinal();
+            const int device = r.pass_plans().empty() ? -1 : r.pass_plans()[0]->device_ordinal();
             std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(r.graph(), buffers, device, "run()");
             void* ws = workspace_of(workspace, device);
             void* cu_stream = stream_of(stream);

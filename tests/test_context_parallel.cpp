@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "catch.hpp"
 #include "combine/stage.hpp"
@@ -184,6 +185,35 @@ TEST_CASE("prefill's zig-zag ring: every visible chunk pair once, the same work 
       for (int q = 0; q < 2 * world; ++q)
         for (int kv = 0; kv < 2 * world; ++kv) CHECK(taken[q][kv] == (!causal || kv <= q ? 1 : 0));
     }
+}
+
+TEST_CASE("prefill's ring passes: a Q chunk's pairs of one step as one run of held keys, at most one per step",
+          "[context_parallel]") {
+  for (bool causal : {true, false})
+    for (int world = 1; world <= 8; ++world)
+      for (int rank = 0; rank < world; ++rank) {
+        INFO("rank " << rank << " of " << world << (causal ? ", causal" : ""));
+        std::set<std::array<int, 3>> pairs, covered;  // (step, q chunk, kv chunk)
+        for (const context_parallel::RingPair& p : context_parallel::ring_schedule(rank, world, causal))
+          pairs.insert({p.step, p.q_chunk, p.kv_chunk});
+        std::set<std::array<int, 2>> slots;  // (step, q chunk): one pass each
+        int two = 0;
+        for (const context_parallel::RingPass& p : context_parallel::ring_passes(rank, world, causal)) {
+          const std::array<int, 2> held = context_parallel::zigzag_chunks(p.kv_rank, world);
+          CHECK(slots.insert({p.step, p.q_chunk}).second);
+          REQUIRE((p.kv_chunks == 1 || (p.kv_chunks == 2 && p.kv_local == 0)));
+          for (int c = 0; c < p.kv_chunks; ++c) CHECK(covered.insert({p.step, p.q_chunk, held[p.kv_local + c]}).second);
+          // Causal exactly when its last chunk is the Q chunk's own: bottom-right over the run is then the whole
+          // graph's mask (every key of the first chunk is before every row of the Q chunk).
+          CHECK(p.causal == (causal && held[p.kv_local + p.kv_chunks - 1] == p.q_chunk));
+          if (p.kv_chunks == 2 && causal) CHECK(held[0] < p.q_chunk);
+          two += p.kv_chunks == 2;
+        }
+        CHECK(covered == pairs);
+        // Merged: without a mask every pass (2 world per rank); under the mask the late Q chunk's passes at the
+        // steps whose K/V come from ranks at or after this one (world - rank of them).
+        CHECK(two == (causal ? world - rank : 2 * world));
+      }
 }
 
 TEST_CASE("prefill's zig-zag ring: the ranks' partials merge to the whole graph's attention (CPU reference)",

@@ -1,5 +1,5 @@
-// The prefill ring (rime/ring.hpp) on the CPU: the pair plans a rank builds (one per K/V chunk slot and mask its
-// schedule uses), its workspace, its explanation, and what it refuses. The ring runs on a GPU (tests/gpu, "[ring]").
+// The prefill ring (rime/ring.hpp) on the CPU: the pass plans a rank builds (one per slot, K/V chunk count and mask
+// its schedule uses), its workspace, its explanation, and what it refuses. The ring runs on a GPU (tests/gpu, "[ring]").
 #include <string>
 
 #include "catch.hpp"
@@ -40,52 +40,57 @@ PlanOptions h200() {
 
 }  // namespace
 
-TEST_CASE("a ring rank plans one pair per K/V chunk slot and mask its schedule uses", "[ring]") {
-  // Rank 1 of 2, causal: chunks 1 and 2 of 4. Step 0 holds chunks 1 and 2 (Q1 x KV1 diagonal, Q2 x KV1, Q2 x KV2
-  // diagonal), step 1 rank 0's chunks 0 and 3 (Q1 x KV0, Q2 x KV0; KV3 is after both).
+TEST_CASE("a ring rank plans one pass per slot, K/V chunk count and mask its schedule uses", "[ring]") {
+  // Rank 1 of 2, causal: chunks 1 and 2 of 4. Step 0 holds chunks 1 and 2: Q1 x KV1 (its diagonal), and Q2 over
+  // both (KV1 in full, KV2 its diagonal: one run of keys, causal bottom-right). Step 1 holds rank 0's chunks 0 and
+  // 3: Q1 x KV0 and Q2 x KV0 (KV3 is after both).
   const Graph g = local_graph(128, true, true);
   Result<RingPlan> ring = RingPlan::build(g, ContextParallel{nullptr, 1, 2}, h200());
   INFO(ring.status().to_string());
   REQUIRE(ring.ok());
-  const std::vector<const Plan*> pairs = ring->pair_plans();
-  REQUIRE(pairs.size() == 4);  // (KV0, full), (KV1, full), (KV1, causal), (KV2, causal)
-  int causal = 0;
-  for (const Plan* p : pairs) {
+  const std::vector<const Plan*> passes = ring->pass_plans();
+  REQUIRE(passes.size() == 3);  // (slot 0, 1 chunk, causal), (slot 0, 2 chunks, causal), (slot 1, 1 chunk, full)
+  int causal = 0, bottom_right = 0;
+  for (const Plan* p : passes) {
     const Facts& f = p->facts();
     CHECK(f.S_q == 128);
-    CHECK(f.S_kv == 128);
-    CHECK(f.context_parallel.world == 4);  // 2 x world slots: one per K/V chunk
+    CHECK(f.S_kv == (f.mask.bottom_right ? 256 : 128));
+    CHECK(f.context_parallel.world == 2);  // world slots: one per step
     CHECK(f.context_parallel.rank >= 0);
-    CHECK(f.context_parallel.rank < 3);    // chunk 3 is never visible to chunks 1 and 2
+    CHECK(f.context_parallel.rank < 2);
     causal += f.mask.causal;
+    bottom_right += f.mask.causal && f.mask.bottom_right;
     CHECK(p->config().decision.split_kv == 1);
     CHECK(p->config().derived.stages.back().role == "combine");
-    CHECK(p->workspace_size() == pairs[0]->workspace_size());
+    CHECK(p->workspace_size() == passes[0]->workspace_size());
   }
   CHECK(causal == 2);
+  CHECK(bottom_right == 1);
   // Two held K/V buffers (K and V of 256 rows x 2 heads x 128 x 2 bytes each) and each Q chunk's partials.
   const int64_t kv = 2 * (2 * 256 * 128 * 2);
-  CHECK(ring->workspace_size() >= 2 * kv + 2 * pairs[0]->workspace_size());
+  CHECK(ring->workspace_size() >= 2 * kv + 2 * passes[0]->workspace_size());
   const std::string text = ring->explain();
   INFO(text);
   CHECK(text.find("rank 1 of 2: Q, K and V chunks 1 and 2 of the sequence's 4 (128 rows each, 512 in all)") !=
         std::string::npos);
-  CHECK(text.find("step 0 (K/V of rank 1): Q1 x KV1 (diagonal) Q2 x KV1 Q2 x KV2 (diagonal)") != std::string::npos);
+  CHECK(text.find("step 0 (K/V of rank 1): Q1 x KV1 (diagonal) Q2 x KV1+KV2 (diagonal)") != std::string::npos);
   CHECK(text.find("step 1 (K/V of rank 0): Q1 x KV0 Q2 x KV0") != std::string::npos);
+  CHECK(text.find("slot 0 of 2, 256 keys, causal (bottom-right)") != std::string::npos);
   CHECK_FALSE(ring->prepared());
   Result<RingPlan::TransferTimes> times = ring->transfer_times();  // nothing has run
   REQUIRE(times.ok());
   CHECK(times->transfers == 0);
 }
 
-TEST_CASE("a ring of one rank without a mask takes every pair in full and holds no K/V buffers", "[ring]") {
+TEST_CASE("a ring of one rank without a mask reads both chunks in one pass and holds no K/V buffers", "[ring]") {
   Result<RingPlan> ring = RingPlan::build(local_graph(64, false), ContextParallel{nullptr, 0, 1}, h200());
   REQUIRE(ring.ok());
-  const std::vector<const Plan*> pairs = ring->pair_plans();
-  REQUIRE(pairs.size() == 2);  // slots 0 and 1, no mask
-  for (const Plan* p : pairs) CHECK_FALSE(p->facts().mask.causal);
-  CHECK(ring->workspace_size() >= 2 * pairs[0]->workspace_size());
-  CHECK(ring->workspace_size() < 2 * pairs[0]->workspace_size() + 2 * 256);
+  const std::vector<const Plan*> passes = ring->pass_plans();
+  REQUIRE(passes.size() == 1);  // both Q chunks over both K/V chunks, slot 0 of 1, no mask
+  CHECK_FALSE(passes[0]->facts().mask.causal);
+  CHECK(passes[0]->facts().S_kv == 128);
+  CHECK(ring->workspace_size() >= 2 * passes[0]->workspace_size());
+  CHECK(ring->workspace_size() < 2 * passes[0]->workspace_size() + 2 * 256);
 }
 
 TEST_CASE("the ring refuses what it does not serve, naming why", "[ring]") {

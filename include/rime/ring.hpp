@@ -7,12 +7,13 @@
 //   void* ws = my_alloc(ring->workspace_size());
 //   rime::Status st = ring->execute(buffers, ws, stream);  // every rank executes, as for any collective
 //
-// The ring runs `world` steps. At step t the rank holds the K/V of rank (rank - t) mod world and runs each pair of
-// one of its Q chunks and one of those K/V chunks that the mask leaves visible (context_parallel::ring_schedule):
-// a K/V chunk before the Q chunk in full, the same chunk under the causal mask, a later one not at all. Each pair
-// writes the Q chunk's split partials (O in fp32 and its LSE) into the slot of its K/V chunk; meanwhile a second
-// stream sends the K/V held to rank + 1 and receives the next from rank - 1 (ncclSend / ncclRecv). After the last
-// step the split-KV combine merges each Q chunk's 2 world slots into O (and Stats, the sink, Amax_O) as on one GPU.
+// The ring runs `world` steps. At step t the rank holds the K/V of rank (rank - t) mod world and runs each of its
+// Q chunks against those K/V chunks that the mask leaves visible (a K/V chunk before the Q chunk in full, the same
+// chunk under the causal mask, a later one not at all), in one pass per Q chunk and step: where both held chunks are
+// visible, the pass reads them as one run of keys (context_parallel::ring_passes). Each pass writes the Q chunk's
+// split partials (O in fp32 and its LSE) into the slot of its step; meanwhile a second stream sends the K/V held to
+// rank + 1 and receives the next from rank - 1 (ncclSend / ncclRecv). After the last step the split-KV combine
+// merges each Q chunk's world slots into O (and Stats, the sink, Amax_O) as on one GPU.
 #pragma once
 
 #include <cstdint>
@@ -36,21 +37,21 @@ class RingPlan {
   // Every rank's local graph has the same shapes. Options as Plan::build's, without context_parallel (`cp` is the
   // ring's). Works without a GPU, as Plan::build does; prepares when the planned GPU is this thread's.
   // InvalidArgument for a rank outside [0, world) or an odd local sequence; NotSupported, naming the reason, for a
-  // graph the ring does not serve (and for one whose pair plans no row serves: their decline).
+  // graph the ring does not serve (and for one whose pass plans no row serves: their decline).
   static Result<RingPlan> build(const Graph& local, const ContextParallel& cp, const PlanOptions& options = {});
 
   // The local graph, and its facts (the ring's own: the shard as one graph of 2 chunks).
   const Graph& graph() const;
   const Facts& facts() const;
-  // Bytes of device memory execute() needs: two K/V buffers for the ring, and per Q chunk the split partials of
-  // 2 world slots.
+  // Bytes of device memory execute() needs: two K/V buffers for the ring (none at world 1), and per Q chunk the
+  // split partials of world slots.
   int64_t workspace_size() const;
-  // The plans of the pairs: one per K/V chunk slot and mask the schedule uses.
-  std::vector<const Plan*> pair_plans() const;
-  // What `rime plan --explain` says of the ring: rank, world, the chunks, the schedule, the pair plans' choices.
+  // The plans of the passes: one per slot (step), K/V chunk count and mask the schedule uses.
+  std::vector<const Plan*> pass_plans() const;
+  // What `rime plan --explain` says of the ring: rank, world, the chunks, the schedule, the pass plans' choices.
   std::string explain() const;
 
-  // Loads the pair plans on GPU `device_ordinal` (the communicator's: InvalidArgument otherwise), makes the
+  // Loads the pass plans on GPU `device_ordinal` (the communicator's: InvalidArgument otherwise), makes the
   // transfer stream and the events that order it against the attention, and checks the communicator.
   Status prepare(int device_ordinal);
   bool prepared() const;
@@ -63,7 +64,7 @@ class RingPlan {
 
   // The K/V transfers of the last execute, once it has finished (the caller synchronized its stream; CudaError
   // before): their time in all, and the part of it the attention waited for them (exposed; the rest ran behind the
-  // pairs of the step before). Timed with events on the two streams. None at world 1.
+  // passes of the step before). Timed with events on the two streams. None at world 1.
   struct TransferTimes {
     int transfers = 0;
     double transfer_ms = 0, exposed_ms = 0;

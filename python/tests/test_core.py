@@ -205,12 +205,13 @@ def test_ring_plan_plans_a_ranks_part_of_the_prefill_ring_and_refuses_what_it_ca
     assert isinstance(ring, rime.RingPlan)
     text = ring.explain()
     assert "rank 1 of 2: Q, K and V chunks 1 and 2 of the sequence's 4 (2048 rows each, 8192 in all)" in text
+    assert "step 0 (K/V of rank 1): Q1 x KV1 (diagonal) Q2 x KV1+KV2 (diagonal)" in text
     assert "step 1 (K/V of rank 0): Q1 x KV0 Q2 x KV0" in text
     assert not ring.prepared
-    pairs = ring.pair_plans
-    assert len(pairs) == 4
-    assert all(p.split_kv == 1 for p in pairs)
-    assert ring.workspace_size >= 2 * pairs[0].workspace_size
+    passes = ring.pass_plans
+    assert len(passes) == 3  # step 0: one chunk and two; step 1: one chunk in full
+    assert all(p.split_kv == 1 for p in passes)
+    assert ring.workspace_size >= 2 * passes[0].workspace_size
     with pytest.raises(rime.InvalidArgumentError, match="rank 2 of world 2"):
         rime.ring_plan(g, 0, 2, 2, arch="sm_90a", sms=132)
     with pytest.raises(rime.NotSupportedError, match="ring: Amax_S"):

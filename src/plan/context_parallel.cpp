@@ -82,4 +82,23 @@ std::vector<RingPair> ring_schedule(int rank, int world, bool causal) {
   return out;
 }
 
+std::vector<RingPass> ring_passes(int rank, int world, bool causal) {
+  std::vector<RingPass> out;
+  for (const RingPair& p : ring_schedule(rank, world, causal)) {
+    const int kv_local = p.kv_chunk == zigzag_chunks(p.kv_rank, world)[0] ? 0 : 1;
+    if (!out.empty()) {
+      RingPass& last = out.back();
+      // The first held chunk in full, then the second (in full or the diagonal): one run of keys.
+      if (last.step == p.step && last.q_chunk == p.q_chunk && last.kv_local == 0 && last.kv_chunks == 1 &&
+          !last.causal && kv_local == 1) {
+        last.kv_chunks = 2;
+        last.causal = p.causal;
+        continue;
+      }
+    }
+    out.push_back(RingPass{p.step, p.kv_rank, p.q_chunk, kv_local, 1, p.causal});
+  }
+  return out;
+}
+
 }  // namespace rime::context_parallel

@@ -49,4 +49,22 @@ std::array<int, 2> zigzag_chunks(int rank, int world);
 // Rank `rank`'s pairs in ring order (step by step; within a step, by Q chunk then K/V chunk).
 std::vector<RingPair> ring_schedule(int rank, int world, bool causal);
 
+// What a rank launches: per step, each of its Q chunks against every K/V chunk of that step's pairs in one pass. The
+// two chunks a rank holds lie one after the other in its buffer (local chunks 0 and 1), so a Q chunk whose pairs at
+// a step are both held chunks reads them as one run of 2 x chunk keys: both in full, or the first in full and the
+// second its diagonal, which is the causal mask aligned bottom-right over the run (its last row sees every key).
+// That is every pair of the late Q chunk under a causal mask at the steps whose K/V come from ranks at or after
+// this one, and every pair without a mask. A Q chunk then has at most one pass per step, whose partials go to the
+// slot of that step: world slots per Q chunk.
+struct RingPass {
+  int step = 0;
+  int kv_rank = 0;
+  int q_chunk = 0;
+  int kv_local = 0;   // the held buffer's chunk (0 or 1) where its keys start
+  int kv_chunks = 1;  // 1, or 2: both held chunks
+  bool causal = false;  // its last K/V chunk is the Q chunk's diagonal: causal, bottom-right over its keys
+};
+// Rank `rank`'s passes in ring order: ring_schedule's pairs, a Q chunk's two of one step merged.
+std::vector<RingPass> ring_passes(int rank, int world, bool causal);
+
 }  // namespace rime::context_parallel

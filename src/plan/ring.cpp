@@ -1,10 +1,11 @@
-// RingPlan: context-parallel prefill as a ring of pair plans (rime/ring.hpp, docs/context-parallel.md).
+// RingPlan: context-parallel prefill as a ring of pass plans (rime/ring.hpp, docs/context-parallel.md).
 #include "rime/ring.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "log/log.hpp"
@@ -39,22 +40,37 @@ int64_t elements(const TensorFacts& t) {
   return n;
 }
 
-// The graph of one pair: the local graph with the sequence tensors cut to a chunk of `chunk` rows (same strides: a
-// chunk is a view of the local tensor or of a held K/V buffer laid out as it), the pair's mask, split_kv 1.
-Result<Graph> pair_graph(const Graph& local, const Facts& f, int64_t chunk, bool causal) {
-  Graph g(local.name() + (causal ? " (ring pair, diagonal)" : " (ring pair)"));
+// The graph of one pass: the local graph with Q, O and Stats cut to a chunk of `chunk` rows and K and V to
+// `kv_chunks` chunks (same strides: a chunk is a view of the local tensor or of a held K/V buffer laid out as it),
+// the pass's mask, split_kv 1. Causal over two chunks aligns bottom-right: the second chunk is the Q chunk's
+// diagonal, after every key of the first; over one chunk both alignments are the same mask.
+Result<Graph> pass_graph(const Graph& local, const Facts& f, int64_t chunk, int kv_chunks, bool causal) {
+  Graph g(local.name() + fmt::format(" (ring pass over {} K/V chunk{}{})", kv_chunks, kv_chunks > 1 ? "s" : "",
+                                     causal ? ", the last its diagonal" : ""));
   for (TensorDesc t : local.tensors()) {
-    for (Role r : {Role::Q, Role::O, Role::Stats, Role::K, Role::V})
+    for (Role r : kQSide)
       if (f.operand(r).bound && f.operand(r).uid == t.uid) t.dims[2] = chunk;
+    for (Role r : kKvSide)
+      if (f.operand(r).bound && f.operand(r).uid == t.uid) t.dims[2] = chunk * kv_chunks;
     g.add_tensor(t);
   }
   SdpaOp op = *local.op();
   op.attributes.causal = causal;
-  op.attributes.alignment = DiagonalAlignment::TopLeft;
+  op.attributes.alignment = kv_chunks > 1 ? DiagonalAlignment::BottomRight : DiagonalAlignment::TopLeft;
   op.attributes.split_kv = 1;
   RIME_RETURN_IF_ERROR(g.set_op(op));
   return g;
 }
+
+// A pass plan's identity: the slot it writes (its step), how many K/V chunks it reads, and its mask.
+struct PassKey {
+  int slot = 0, kv_chunks = 1;
+  bool causal = false;
+  bool operator<(const PassKey& o) const {
+    return std::tie(slot, kv_chunks, causal) < std::tie(o.slot, o.kv_chunks, o.causal);
+  }
+};
+PassKey key_of(const context_parallel::RingPass& p) { return {p.step, p.kv_chunks, p.causal}; }
 
 // What the ring serves, with the reason when it does not.
 Status check_servable(const Facts& f, const ContextParallel& cp) {
@@ -116,15 +132,15 @@ struct RingPlan::State {
   Facts facts;  // the local graph's
   int64_t chunk = 0;
   bool causal = false;
-  std::vector<context_parallel::RingPair> schedule;
-  std::map<std::pair<int, bool>, Plan> pairs;  // by (K/V chunk slot, causal)
-  int combine_stage = 0;                       // the pair plans' first combine stage
+  std::vector<context_parallel::RingPass> schedule;
+  std::map<PassKey, Plan> passes;
+  int combine_stage = 0;  // the pass plans' first combine stage
   // Per sequence tensor: bytes from its chunk 0 to its chunk 1 (C rows of dims[2]).
   std::map<int64_t, int64_t> chunk_bytes;  // by uid
   int64_t k_bytes = 0, v_bytes = 0;        // K's and V's storage, as sent
   int64_t kv_offset[2] = {0, 0};           // the held K/V buffers in the workspace (world > 1); V after K
-  int64_t partial_offset[2] = {0, 0};      // each Q chunk's pair workspace
-  int64_t pair_workspace = 0, lse_offset = 0, lse_count = 0;  // in a pair workspace: its LSE slots
+  int64_t partial_offset[2] = {0, 0};      // each Q chunk's pass workspace
+  int64_t pass_workspace = 0, lse_offset = 0, lse_count = 0;  // in a pass workspace: its LSE slots
   int64_t workspace_bytes = 0;
   // Prepared:
   bool prepared = false;
@@ -132,7 +148,7 @@ struct RingPlan::State {
   CUcontext context = nullptr;
   CUstream transfer = nullptr;
   CUevent start = nullptr;
-  // Per step but the last: the transfer's start and end on the transfer stream, the end of the step's pairs.
+  // Per step but the last: the transfer's start and end on the transfer stream, the end of the step's passes.
   std::vector<CUevent> sending, received, computed;
 
   ~State() {
@@ -167,41 +183,42 @@ Result<RingPlan> RingPlan::build(const Graph& local, const ContextParallel& cp, 
   const Facts& f = s.facts;
   s.chunk = f.S_q / 2;
   s.causal = f.mask.causal;
-  s.schedule = context_parallel::ring_schedule(cp.rank, cp.world, s.causal);
+  s.schedule = context_parallel::ring_passes(cp.rank, cp.world, s.causal);
 
-  PlanOptions pair_options = options;
-  pair_options.use_tuned = false;
-  pair_options.device = resolved->device;
-  pair_options.device_source = resolved->source;
-  for (const context_parallel::RingPair& p : s.schedule) {
-    const std::pair<int, bool> key{p.kv_chunk, p.causal};
-    if (s.pairs.count(key)) continue;
-    Result<Graph> g = pair_graph(local, f, s.chunk, p.causal);
+  PlanOptions pass_options = options;
+  pass_options.use_tuned = false;
+  pass_options.device = resolved->device;
+  pass_options.device_source = resolved->source;
+  for (const context_parallel::RingPass& p : s.schedule) {
+    const PassKey key = key_of(p);
+    if (s.passes.count(key)) continue;
+    Result<Graph> g = pass_graph(local, f, s.chunk, p.kv_chunks, p.causal);
     if (!g.ok()) return g.status();
-    Result<Plan> plan = PlanInternals::build_slot_plan(g.value(), pair_options, p.kv_chunk, 2 * cp.world);
+    Result<Plan> plan = PlanInternals::build_slot_plan(g.value(), pass_options, p.step, cp.world);
     if (!plan.ok())
-      return Status(plan.status().code(), fmt::format("ring: the plan of a {} pair: {}",
-                                                      p.causal ? "diagonal (causal)" : "full", plan.status().message()));
-    s.pairs.emplace(key, std::move(plan.value()));
+      return Status(plan.status().code(),
+                    fmt::format("ring: the plan of a pass over {} K/V chunk{}{}: {}", p.kv_chunks,
+                                p.kv_chunks > 1 ? "s" : "", p.causal ? " (causal)" : "", plan.status().message()));
+    s.passes.emplace(key, std::move(plan.value()));
   }
 
-  // Every pair plan has the same stages and workspace: a Q chunk's pairs share its workspace, slot by slot.
-  const Plan& first = s.pairs.begin()->second;
+  // Every pass plan has the same stages and workspace: a Q chunk's passes share its workspace, slot by slot.
+  const Plan& first = s.passes.begin()->second;
   const Derived& d0 = first.config().derived;
   s.combine_stage = -1;
   for (size_t i = 0; i < d0.stages.size(); ++i)
     if (d0.stages[i].role == "combine" && s.combine_stage < 0) s.combine_stage = static_cast<int>(i);
   const WorkspaceRegion* lse = d0.region("lse_partial");
   if (s.combine_stage < 0 || !lse)
-    return Status(StatusCode::Internal, "ring: a pair plan without split partials and their combine");
-  for (const auto& [key, plan] : s.pairs) {
+    return Status(StatusCode::Internal, "ring: a pass plan without split partials and their combine");
+  for (const auto& [key, plan] : s.passes) {
     const Derived& d = plan.config().derived;
     if (d.workspace_bytes != d0.workspace_bytes || d.stages.size() != d0.stages.size() ||
         d.stages[s.combine_stage].role != "combine" || !d.region("lse_partial") ||
         !(*d.region("lse_partial") == *lse))
-      return Status(StatusCode::Internal, "ring: the pair plans' workspaces or stages differ");
+      return Status(StatusCode::Internal, "ring: the pass plans' workspaces or stages differ");
   }
-  s.pair_workspace = d0.workspace_bytes;
+  s.pass_workspace = d0.workspace_bytes;
   s.lse_offset = lse->offset;
   s.lse_count = lse->bytes / 4;
 
@@ -220,7 +237,7 @@ Result<RingPlan> RingPlan::build(const Graph& local, const ContextParallel& cp, 
   }
   for (int c = 0; c < 2; ++c) {
     s.partial_offset[c] = at;
-    at += aligned(s.pair_workspace);
+    at += aligned(s.pass_workspace);
   }
   s.workspace_bytes = at;
 
@@ -242,9 +259,9 @@ const Graph& RingPlan::graph() const { return state_->local; }
 const Facts& RingPlan::facts() const { return state_->facts; }
 int64_t RingPlan::workspace_size() const { return state_->workspace_bytes; }
 
-std::vector<const Plan*> RingPlan::pair_plans() const {
+std::vector<const Plan*> RingPlan::pass_plans() const {
   std::vector<const Plan*> out;
-  for (const auto& [key, plan] : state_->pairs) out.push_back(&plan);
+  for (const auto& [key, plan] : state_->passes) out.push_back(&plan);
   return out;
 }
 
@@ -257,24 +274,28 @@ std::string RingPlan::explain() const {
       s.causal ? "causal (a K/V chunk before the Q chunk in full, the same one under the mask, a later one skipped)"
                : "no mask (every pair in full)");
   int step = -1;
-  for (const context_parallel::RingPair& p : s.schedule) {
+  for (const context_parallel::RingPass& p : s.schedule) {
     if (p.step != step) {
       out += fmt::format("{}step {} (K/V of rank {}):", step < 0 ? "schedule  " : "\n          ", p.step, p.kv_rank);
       step = p.step;
     }
-    out += fmt::format(" Q{} x KV{}{}", p.q_chunk, p.kv_chunk, p.causal ? " (diagonal)" : "");
+    const auto held = context_parallel::zigzag_chunks(p.kv_rank, s.cp.world);
+    out += fmt::format(" Q{} x KV{}{}{}", p.q_chunk, held[p.kv_local], p.kv_chunks > 1 ? fmt::format("+KV{}", held[1]) : "",
+                       p.causal ? " (diagonal)" : "");
   }
   out += "\n";
-  for (const auto& [key, plan] : s.pairs) {
+  for (const auto& [key, plan] : s.passes) {
     const Decision& d = plan.config().decision;
-    out += fmt::format("pair      K/V chunk {} into slot {} of {}{}: row {}, tile {}x{}, {}\n", key.first, key.first,
-                       2 * s.cp.world, key.second ? ", causal" : "", d.row_id, d.tile.q, d.tile.kv,
+    out += fmt::format("pass      slot {} of {}, {} keys{}: row {}, tile {}x{}, {}\n", key.slot, s.cp.world,
+                       key.kv_chunks * s.chunk,
+                       key.causal ? (key.kv_chunks > 1 ? ", causal (bottom-right)" : ", causal") : "", d.row_id,
+                       d.tile.q, d.tile.kv,
                        plan.kernels().empty() ? std::string("no kernel") : plan.kernels()[0].name_expression);
   }
   out += fmt::format("workspace {} bytes: {}two Q chunks' partials of {} slots ({} bytes each)\n", s.workspace_bytes,
                      s.cp.world > 1 ? fmt::format("two held K/V buffers ({} + {} bytes each), ", s.k_bytes, s.v_bytes)
                                     : std::string(),
-                     2 * s.cp.world, s.pair_workspace);
+                     s.cp.world, s.pass_workspace);
   return out;
 }
 
@@ -292,7 +313,7 @@ Status RingInternals::prepare(RingPlan& ring, int device_ordinal, bool check_com
                   fmt::format("ring plan is loaded on GPU {}, not GPU {}: build one per GPU", s.device_ordinal,
                               device_ordinal));
   }
-  for (auto& [key, plan] : s.pairs) RIME_RETURN_IF_ERROR(plan.prepare(device_ordinal));
+  for (auto& [key, plan] : s.passes) RIME_RETURN_IF_ERROR(plan.prepare(device_ordinal));
   if (check_communicator) RIME_RETURN_IF_ERROR(context_parallel::check_communicator(s.cp, device_ordinal));
   Result<CUcontext> ctx = driver::primary_context(device_ordinal);
   if (!ctx.ok()) return ctx.status();
@@ -334,7 +355,7 @@ Result<RingPlan::TransferTimes> RingPlan::transfer_times() const {
   for (size_t t = 0; t < s.received.size(); ++t) {
     Result<double> transfer = ms(s.sending[t], s.received[t]);
     if (!transfer.ok()) return transfer.status();
-    // The pairs of step t + 1 start when both step t's pairs and this transfer have finished.
+    // The passes of step t + 1 start when both step t's passes and this transfer have finished.
     Result<double> waited = ms(s.computed[t], s.received[t]);
     if (!waited.ok()) return waited.status();
     out.transfers += 1;
@@ -369,8 +390,8 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   auto at = [](const void* base, int64_t bytes) { return static_cast<void*>(static_cast<char*>(const_cast<void*>(base)) + bytes); };
   auto dptr = [](const void* p) { return reinterpret_cast<CUdeviceptr>(p); };
 
-  // Amax_O is a max over both Q chunks' combines; every slot no pair writes (a K/V chunk after the Q chunk) holds
-  // LSE -inf, which the combine weighs 0.
+  // Amax_O is a max over both Q chunks' combines; every slot no pass writes (a step whose K/V chunks are all after
+  // the Q chunk) holds LSE -inf, which the combine weighs 0.
   if (const TensorFacts& a = f.operand(Role::AmaxO); a.bound)
     RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(buffers.at(a.uid)), 0, 1, st), "cuMemsetD32Async(Amax_O)"));
   for (int c = 0; c < 2; ++c)
@@ -385,7 +406,7 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
     char* b = ws + s.kv_offset[(step - 1) % 2];
     return uid == k_uid ? b : b + aligned(s.k_bytes);
   };
-  // A pair's (or a combine's) buffers: the sequence tensors moved to their chunk.
+  // A pass's (or a combine's) buffers: the sequence tensors moved to their chunk (K and V to the first it reads).
   auto chunk_buffers = [&](int q_local, void* k, void* v, int kv_local) {
     std::unordered_map<int64_t, void*> b = buffers;
     for (Role r : kQSide)
@@ -400,12 +421,12 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
     RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.start, st), "cuEventRecord"));
     RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.start, 0), "cuStreamWaitEvent"));
   }
-  size_t next = 0;  // the schedule's next pair
+  size_t next = 0;  // the schedule's next pass
   for (int t = 0; t < world; ++t) {
     void* k = held(t, k_uid);
     void* v = held(t, v_uid);
     if (t + 1 < world) {
-      // The receive overwrites the buffer step t - 1 read: after its pairs.
+      // The receive overwrites the buffer step t - 1 read: after its passes.
       if (t >= 2) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.computed[t - 1], 0), "cuStreamWaitEvent"));
       char* into = ws + s.kv_offset[t % 2];
       RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.sending[t], s.transfer), "cuEventRecord"));
@@ -415,17 +436,18 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
     }
     if (t >= 1) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(st, s.received[t - 1], 0), "cuStreamWaitEvent"));
     for (; next < s.schedule.size() && s.schedule[next].step == t; ++next) {
-      const context_parallel::RingPair& p = s.schedule[next];
-      const int q_local = p.q_chunk == chunks[0] ? 0 : 1, kv_local = p.kv_chunk == p.kv_rank ? 0 : 1;
-      const Plan& plan = s.pairs.at({p.kv_chunk, p.causal});
-      RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(q_local, k, v, kv_local),
+      const context_parallel::RingPass& p = s.schedule[next];
+      const int q_local = p.q_chunk == chunks[0] ? 0 : 1;
+      const Plan& plan = s.passes.at(key_of(p));
+      RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(q_local, k, v, p.kv_local),
                                                         ws + s.partial_offset[q_local], st, 0, s.combine_stage));
     }
     if (t + 1 < world) RIME_RETURN_IF_ERROR(driver::check(api->cuEventRecord(s.computed[t], st), "cuEventRecord"));
   }
   // Every transfer has finished: step world - 1 waited for the last one (a group's sends with its receives).
+  // Every pass plan's combine is the same stage over the same slots (checked at build): any plan's merges.
+  const Plan& plan = s.passes.begin()->second;
   for (int c = 0; c < 2; ++c) {
-    const Plan& plan = s.pairs.at({chunks[c], s.causal});  // the Q chunk's own diagonal pair: every schedule has it
     const int stages = static_cast<int>(plan.config().derived.stages.size());
     RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(c, buffers.at(k_uid), buffers.at(v_uid), 0),
                                                       ws + s.partial_offset[c], st, s.combine_stage, stages));

@@ -131,7 +131,7 @@ std::pair<testing::TrialReport, testing::TrialReport> run_ring(const RingCase& c
     Result<RingPlan> ring = RingPlan::build(shard.value(), ContextParallel{w == 1 ? comm : nullptr, r, w});
     INFO(ring.status().to_string());
     REQUIRE(ring.ok());
-    for (const Plan* p : ring->pair_plans()) test::record_coverage(*p);
+    for (const Plan* p : ring->pass_plans()) test::record_coverage(*p);
     if (w == 1)
       REQUIRE(ring->prepare(ordinal.value()).ok());
     else
