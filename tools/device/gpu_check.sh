@@ -16,8 +16,9 @@
 #              commit, kept in the CSV), RIME_ORACLE_SHAPES=I:J for a part of its shapes (`rime_oracle --list`),
 #              RIME_ORACLE_TIMEOUT its limit in seconds (560)
 #   tune       `rime tune` of two graphs, their plans' explanations (tuned), `rime cache ls`, `cache clear --tuned`
-#   ranks      `rime run --ranks N --bench` (context parallelism, one process per GPU) on the dense decode graphs, N
-#              every GPU of the machine (RIME_RANKS to choose): each rank against the whole graph's reference
+#   ranks      `rime run --ranks N --bench` (context parallelism, one process per GPU) on dense decode and prefill
+#              graphs and tools/bench/cp/'s speed rows, N every GPU of the machine (RIME_RANKS to choose): each rank
+#              against the whole graph's reference and the single-GPU plan
 #   python     the package installed with pip (no build isolation: the image has its build tools) into a virtual
 #              environment over the system's torch, its tests (the GPU and torch ones included), examples/python/,
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
@@ -114,10 +115,21 @@ for step in $steps; do
         ${RIME_ORACLE_SHAPES:+--shapes "$RIME_ORACLE_SHAPES"} > "$out/oracle.csv" 2> "$out/oracle.log"
       echo "oracle: exit $?, $(($(wc -l < "$out/oracle.csv") - 1)) rows"; tail -3 "$out/oracle.log" ;;
     ranks)
+      # Decode (K/V sharded) and the prefill ring (zig-zag shards), each rank checked against the whole graph's
+      # reference (sampled rows) and timed against the single-GPU plan; then the issue's speed rows
+      # (tools/bench/cp/), the 128k prefills unchecked (their reference rows take minutes on the CPU).
       n=${RIME_RANKS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
-      for f in "$root/examples/fp8_decode_gqa.json" "$root/tools/bench/graphs/bf16_decode_b8_h32g8_skv32768.json"; do
+      for f in "$root/examples/fp8_decode_gqa.json" "$root/tools/bench/graphs/bf16_decode_b8_h32g8_skv32768.json" \
+               "$root/tools/bench/graphs/bf16_b4_h32_s4096_d128_causal.json" \
+               "$root/tools/bench/graphs/bf16_b4_h32_s4096_d128.json" \
+               "$root/tools/bench/graphs/fp8_b4_h32_s4096_d128_causal.json" \
+               "$root/tools/bench/cp/fp8_decode_b1_h32g8_skv1048576.json"; do
         timeout 180 "$bin/rime" run "$f" --ranks "${n:-1}" --bench; echo "[ranks $n exit $?] $(basename "$f")"
-      done 2>&1 | tee "$out/ranks.log" ;;
+      done 2>&1 | tee "$out/ranks.log"
+      for f in "$root"/tools/bench/cp/*_s131072_*.json; do
+        timeout 180 "$bin/rime" run "$f" --ranks "${n:-1}" --bench --no-check --iterations 5
+        echo "[ranks $n exit $?] $(basename "$f")"
+      done 2>&1 | tee -a "$out/ranks.log" ;;
     tune)
       # rime tune end to end: time and record two graphs, plan them (the explanation says tuned), list, clear.
       export RIME_CACHE_DIR=/tmp/rime-tune-cache
