@@ -447,6 +447,22 @@ void* workspace_of(nb::handle h, int plan_device) {
   invalid_argument("run(): workspace: expected a device pointer (an int) or a tensor with data_ptr()");
 }
 
+// Plan.run and RingPlan.run: the buffers, workspace and stream converted and checked against `graph` on `device`,
+// then `plan.execute` without the GIL.
+template <class Executable>
+void run_buffers(const Executable& plan, const rime::Graph& graph, int device, const nb::dict& buffers,
+                 nb::handle workspace, nb::handle stream) {
+  const std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(graph, buffers, device, "run()");
+  void* ws = workspace_of(workspace, device);
+  void* cu_stream = stream_of(stream);
+  rime::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = plan.execute(by_uid, ws, cu_stream);
+  }
+  check(s);
+}
+
 // ---- The torch layer's per-call path (python/rime/torch.py): one C++ call each for the key and the launch ----
 
 // The shape class of an operator call: (`head`, bytes), where head is the operator and its attributes and the bytes
@@ -714,16 +730,7 @@ NB_MODULE(_rime, m) {
       .def(
           "run",
           [](const rime::Plan& p, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
-            std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(p.graph(), buffers, p.device_ordinal(), "run()");
-            const int device = p.device_ordinal();
-            void* ws = workspace_of(workspace, device);
-            void* cu_stream = stream_of(stream);
-            rime::Status s;
-            {
-              nb::gil_scoped_release release;
-              s = p.execute(by_uid, ws, cu_stream);
-            }
-            check(s);
+            run_buffers(p, p.graph(), p.device_ordinal(), buffers, workspace, stream);
           },
           "buffers"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
           "Runs the plan on `stream` (an int CUstream, a stream object, or None: the legacy default stream). "
@@ -782,15 +789,7 @@ NB_MODULE(_rime, m) {
           "run",
           [](const rime::RingPlan& r, const nb::dict& buffers, nb::handle workspace, nb::handle stream) {
             const int device = r.pass_plans().empty() ? -1 : r.pass_plans()[0]->device_ordinal();
-            std::unordered_map<int64_t, void*> by_uid = pointers_by_uid(r.graph(), buffers, device, "run()");
-            void* ws = workspace_of(workspace, device);
-            void* cu_stream = stream_of(stream);
-            rime::Status s;
-            {
-              nb::gil_scoped_release release;
-              s = r.execute(by_uid, ws, cu_stream);
-            }
-            check(s);
+            run_buffers(r, r.graph(), device, buffers, workspace, stream);
           },
           "buffers"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
           "Runs the rank's part of the ring on `stream`: every rank of the communicator runs it for the step. "

@@ -82,12 +82,12 @@ Status check_servable(const Facts& f, const ContextParallel& cp) {
   if (f.paged || f.ragged_q || f.ragged_kv || f.mask.padding)
     return no("per-sequence lengths, pages and ragged batches are not cut into ring chunks (a dense shard only)");
   if (f.mask.window_left || f.mask.band_right)
-    return no("a window or band mask crosses chunks at offsets the pair plans do not take");
+    return no("a window or band mask crosses chunks at offsets the pass plans do not take");
   if (f.S_q != f.S_kv)
     return no(fmt::format("the ring shards a self-attention prefill: S_q {} and S_kv {} differ", f.S_q, f.S_kv));
   if (f.is_mxfp8) return no("MXFP8 inputs: their scale tensors are not cut into chunks");
   if (f.o_block_scale) return no("a block-scaled O: sf_o is not cut into chunks");
-  if (f.wants_amax_s) return no("Amax_S: a max over per-pair P over-reports the merged P");
+  if (f.wants_amax_s) return no("Amax_S: a max over per-pass P over-reports the merged P");
   if (f.S_q % 2 != 0)
     return Status(StatusCode::InvalidArgument,
                   fmt::format("ring: the local sequence holds two equal chunks, and S {} is odd", f.S_q));

@@ -173,7 +173,7 @@ int run_ring_rank(const Options& opts, const Graph& whole, const Graph& shard, n
     if (!times.ok()) return fail(times.status());
     if (times->transfers > 0)
       fmt::print("{}: transfers: {} of K/V ({} bytes each) in {:.3f} ms, of which {:.3f} ms exposed (the attention "
-                 "waited) and {:.3f} ms behind the pairs\n",
+                 "waited) and {:.3f} ms behind the passes\n",
                  who, times->transfers, tensor_storage_bytes(*shard.operand(Role::K)) + tensor_storage_bytes(*shard.operand(Role::V)),
                  times->transfer_ms, times->exposed_ms, times->transfer_ms - times->exposed_ms);
     const double flops = testing::attention_flops(single->facts());
