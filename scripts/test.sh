@@ -22,7 +22,11 @@ if [ "${RIME_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
   cmake -S . -B build-asan -G Ninja -DRIME_WERROR=ON -DRIME_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
   cmake --build build-asan -j "$jobs"
-  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+  # intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes a dynamic TLS block (NVRTC's, malloc'd, since rime
+  # dlopens NVRTC) whose address is 16 mod 4096 for a pre-2.25 glibc header, records a garbage range from the words
+  # before it, and LeakSanitizer's tracer then segfaults scanning it at exit ("Tracer caught signal 11"): a test that
+  # passed fails on where malloc happened to put that block (docs/testing.md, "The sanitizer build").
+  ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 ctest --test-dir build-asan --output-on-failure -j "$jobs"
 fi
 
 echo "== tests"
