@@ -48,9 +48,9 @@ struct PlanInternals {
   static const Plan::State& state(const Plan& plan) { return *plan.state_; }
 
   // A plan of `graph` whose attention writes its split partials (split_kv 1) into slot `slot` of `slots` and whose
-  // combine merges all `slots`, with no collective between them: a pair plan of the prefill ring, whose other slots
-  // the ring fills with the same plan shape's other pairs. The graph's masks are the pair's own (they need no key
-  // offset: context_parallel::ring_schedule), so the context-parallel mask check does not apply.
+  // combine merges all `slots`, with no collective between them: a pass plan of the prefill ring, whose other slots
+  // the ring fills with its other passes. The graph's masks are the pass's own (they need no key offset:
+  // context_parallel::ring_passes), so the context-parallel mask check does not apply.
   static Result<Plan> build_slot_plan(const Graph& graph, const PlanOptions& options, int slot, int slots);
 
   // Launches stages [first, end) of a prepared plan on `stream`, its buffers and workspace checked as execute checks

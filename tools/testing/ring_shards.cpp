@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph/geometry.hpp"
+#include "plan/context_parallel.hpp"
 
 namespace rime::testing {
 
@@ -33,8 +34,6 @@ void copy_rows(const TensorDesc& src_desc, const std::vector<uint8_t>& src, int6
                     src.data() + (b * ss[0] + h * ss[1] + (from + i) * ss[2]) * elem, static_cast<size_t>(row));
       }
 }
-
-std::array<int64_t, 2> chunks_of(int rank, int world) { return {rank, 2 * world - 1 - rank}; }
 
 }  // namespace
 
@@ -76,7 +75,7 @@ TrialInputs ring_shard_inputs(const Graph& whole, const Graph& shard, const Tria
     const int64_t chunk = t.dims[2] / 2;
     std::vector<uint8_t>& dst = out.tensors[t.uid];
     dst.assign(static_cast<size_t>(tensor_storage_bytes(t)), 0);
-    const auto chunks = chunks_of(rank, world);
+    const auto chunks = context_parallel::zigzag_chunks(rank, world);
     for (int l = 0; l < 2; ++l) copy_rows(*w, inputs.tensors.at(t.uid), chunks[l] * chunk, t, dst, l * chunk, chunk);
   }
   return out;
@@ -91,7 +90,7 @@ void ring_gather_outputs(const Graph& whole, const Graph& shard, int rank, int w
     const std::vector<uint8_t>& src = shard_outputs.at(t.uid);
     if (const TensorDesc* s = sequence_tensor(shard, t.uid)) {
       const int64_t chunk = s->dims[2] / 2;
-      const auto chunks = chunks_of(rank, world);
+      const auto chunks = context_parallel::zigzag_chunks(rank, world);
       for (int l = 0; l < 2; ++l) copy_rows(*s, src, l * chunk, t, dst, chunks[l] * chunk, chunk);
     } else if (t.dtype == DataType::FP32 && src.size() == 4 && dst.size() == 4) {  // Amax_O: the max over the ranks
       float a = 0, b = 0;
