@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <unordered_map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "testing/reference/sdpa.hpp"
