@@ -182,3 +182,66 @@ def test_per_head_descales_plan_as_the_graphs_per_batch_and_kv_head_descales():
         rime.torch.warmup("attention", q8, k8, k8, scale(), meta(2, 8, dtype=torch.float32), scale(), arch="sm_90a")
     with pytest.raises(rime.InvalidArgumentError, match=r"scale_o: torch.float32 of shape \(2, 2\); a scale is one"):
         rime.torch.warmup("attention", q8, k8, k8, scale(), scale(), scale(), per_head, arch="sm_90a")
+
+
+def fake_refusals():
+    """Calls the real operator refuses, each as (call on meta tensors, the message's pattern)."""
+    ops = torch.ops.rime
+    s = meta(1, dtype=torch.float32)
+    q, kv = meta(1, 64, 8, 64), meta(1, 64, 2, 64)
+    cu = meta(3, dtype=torch.int32)
+    return [
+        (lambda: ops.attention(meta(1, 64, 8, 128), kv, kv), r"k: dim 3 \(D_qk\) is 64, q's is 128"),
+        (lambda: ops.attention(meta(1, 64, 6, 64), meta(1, 64, 4, 64), meta(1, 64, 4, 64)),
+         "q: 6 heads over k's 4: the query heads must be a multiple of the kv heads"),
+        (lambda: ops.attention(meta(1, 64, 8, 64, dtype=torch.int32), kv, kv), "q: torch.int32; rime takes Q, K and V"),
+        (lambda: ops.attention(*(meta(1, 64, 8, 64, dtype=torch.float32),) * 3), "q: torch.float32; rime takes"),
+        (lambda: ops.attention(meta(2, 64, 8, 64), kv, kv), r"k: dim 0 \(B\) is 1, q's is 2"),
+        (lambda: ops.attention(q, kv, kv, sink=meta(4, dtype=torch.float32)), r"sink: torch.float32 of shape \(4,\)"),
+        (lambda: ops.attention(*(meta(1, 64, 8, 128, dtype=F8),) * 3), "descale_q: FP8 K and V"),
+        (lambda: ops.attention(meta(64, 8, 64), meta(64, 2, 64), meta(64, 2, 64)),
+         r"q: 3 dims \(64, 8, 64\); attention takes q as \[B, S_q, H_q, D_qk\]"),
+        (lambda: ops.attention_out(q, kv, kv, meta(1, 64, 8, 64), meta(1, 8, 64)), "Stats.*dtype BF16 must be FP32"),
+        (lambda: ops.attention_out(q, kv, kv, meta(1, 64, 8, 32)), r"out: dim 3 \(D_v\) is 32, v's is 64"),
+        (lambda: ops.attention_varlen(meta(1, 64, 8, 64), meta(64, 2, 64), meta(64, 2, 64), cu, cu, 64, 64),
+         r"q: 4 dims .*attention_varlen takes q as \[T_q, H_q, D_qk\]"),
+        (lambda: ops.attention_varlen(meta(64, 8, 64), meta(64, 2, 64), meta(64, 2, 64), cu,
+                                      meta(3, dtype=torch.int64), 64, 64), "cu_seqlens_k: torch.int64"),
+        (lambda: ops.paged_attention(meta(2, 1, 8, 64), meta(10, 16, 2, 64), meta(10, 16, 2, 64),
+                                     meta(2, 4, dtype=torch.int32), meta(3, dtype=torch.int32)),
+         r"seq_lens: dim 0 \(B\) is 3, q's is 2"),
+        (lambda: ops.attention_block_scaled(q, kv, kv, s, s, s), "a block-scaled O is made from FP8 inputs"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(fake_refusals())))
+def test_the_fake_kernels_refuse_what_the_real_operator_refuses(case):
+    # torch.compile traces through the fake kernels: a call the operator refuses on the GPU must not trace. Each is
+    # refused by the code the real kernel runs before it plans, with its message, under warmup too.
+    call, message = fake_refusals()[case]
+    with pytest.raises((rime.InvalidArgumentError, rime.InvalidGraphError), match=message):
+        call()
+
+
+def test_the_fake_kernels_check_each_shape_class_once():
+    from rime.torch import _plans
+    q, kv = meta(1, 64, 8, 64), meta(1, 64, 2, 64)
+    torch.ops.rime.attention(q, kv, kv, causal=True)
+    n = len(_plans._validated)
+    torch.ops.rime.attention(meta(1, 64, 8, 64), meta(1, 64, 2, 64), meta(1, 64, 2, 64), causal=True)
+    assert len(_plans._validated) == n
+    torch.ops.rime.attention(q, kv, kv, causal=False)
+    assert len(_plans._validated) == n + 1
+
+
+def test_each_schema_is_generated_from_its_familys_one_parameter_list():
+    from rime.torch._families import FAMILIES
+    for family in FAMILIES:
+        functional, out = (getattr(torch.ops.rime, n).default._schema for n in family.ops())
+        written = [a.name for a in out.arguments if a.alias_info is not None and a.alias_info.is_write]
+        assert written == [p.name for p in family.outputs]
+        assert [a.name for a in out.arguments] == [p.name for p in family.parameters(True) if p is not None]
+        assert [a.name for a in functional.arguments] == [p.name for p in family.parameters(False) if p is not None]
+        assert len(functional.returns) == len(family.outputs) and not out.returns
+        kwarg_only = {a.name for a in functional.arguments if a.kwarg_only}
+        assert kwarg_only == {p.name for p in family.attributes + family.allocating}
