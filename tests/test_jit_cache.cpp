@@ -846,6 +846,13 @@ TEST_CASE("set_cache_dir in a fresh process (run by the next test)", "[.set_cach
   CHECK(again.message().find(std::string("already in use (at '") + dir + "')") != std::string::npos);
 }
 
+TEST_CASE("set_cache_dir refuses a path holding a NUL byte, which a C string would cut", "[cache]") {
+  const Status s = set_cache_dir(std::string("cache\0dir", 9));
+  CHECK(s.code() == StatusCode::InvalidArgument);
+  CHECK(s.message().find("NUL byte at offset 5") != std::string::npos);
+  CHECK(set_cache_dir("").code() == StatusCode::InvalidArgument);
+}
+
 TEST_CASE("set_cache_dir before the first plan puts the plan cache there and is refused after it", "[cache]") {
   const std::string dir = temp_dir() + "/chosen";
   const pid_t pid = ::fork();

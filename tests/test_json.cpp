@@ -11,6 +11,25 @@
 using namespace rime;
 
 namespace {
+// RFC 3629, written here apart from the library's: whole sequences only, no overlong forms, no surrogates.
+bool is_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 0x2) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
 const char* kExamples[] = {"fp8_prefill",           "fp8_decode_gqa", "fp8_nvfp4_o_planes",
                            "fp8_mxfp8_o_token_major", "mxfp8_inputs",   "bf16_causal_sink",
                            "fp16_window_padding"};
@@ -122,6 +141,11 @@ TEST_CASE("hostile documents are refused with InvalidJson, never a crash", "[jso
       {"{\"name\": \"x\"}", "missing required field 'rime_graph'"},
       {"{\"rime_graph\": 1, \"name\": \"x\\u0000y\", \"tensors\": [], \"op\": {}}", "printable ASCII"},
       {"{\"rime_graph\": 1, \"name\": \"\xff\xfe\"}", "syntax error"},
+      // The parser quotes the bytes it read last: here the first byte of a two-, three- and four-byte character,
+      // which the message writes as \xNN so that it stays UTF-8 (Python decodes it).
+      {"\xc3\xa9\xc3\xa9{", "last read: '\\xC3'"},
+      {"\xe6\x97\xa5\xe6\x97\xa5{", "last read: '\\xE6'"},
+      {"\xf0\x9f\x98\x80{", "last read: '\\xF0'"},
   };
   for (const Case& c : cases) {
     INFO(c.text.substr(0, 80));
@@ -129,6 +153,7 @@ TEST_CASE("hostile documents are refused with InvalidJson, never a crash", "[jso
     REQUIRE_FALSE(g.ok());
     CHECK(g.status().code() == StatusCode::InvalidJson);
     CHECK(g.status().message().find(c.substring) != std::string::npos);
+    CHECK(is_utf8(g.status().message()));
   }
 }
 

@@ -92,6 +92,24 @@ def test_a_plan_compiles_into_the_cache_that_rime_cache_ls_lists():
     assert loaded.to_json() == p.to_json()
 
 
+@pytest.mark.parametrize("lead", ["é", "日", "😀"])  # a 2-, 3- and 4-byte UTF-8 sequence
+def test_a_non_ascii_document_that_does_not_parse_raises_invalid_json(lead):
+    # The parser quotes the bytes it read last, here the first byte of a character it cannot start a value with: the
+    # message keeps every whole character and writes a cut one's bytes as \xNN, so that Python decodes it.
+    with pytest.raises(rime.InvalidJsonError) as e:
+        rime.Graph.from_json(lead * 5 + "{")
+    assert "syntax error at byte 1" in e.value.message
+    assert f"last read: '\\x{lead.encode()[0]:02X}'" in e.value.message
+
+
+def test_a_cache_dir_holding_a_nul_byte_is_refused_by_name():
+    # A C string ends at the NUL: accepting the path would put the cache in the part before it.
+    with pytest.raises(rime.InvalidArgumentError) as e:
+        rime.set_cache_dir("cache\x00dir")
+    assert e.value.message.startswith("dir: ") and "NUL byte at offset 5" in e.value.message
+    assert rime.cache_dir() != "cache"
+
+
 def test_set_cache_dir_after_the_first_plan_is_refused():
     rime.plan(rime.Graph.from_json(example("fp8_prefill")), arch="sm_90a", sms=132)
     with pytest.raises(rime.InvalidArgumentError) as e:

@@ -269,12 +269,17 @@ bool& settings_resolved() {
 }  // namespace
 
 Status set_directory(const std::string& dir) {
+  if (dir.empty()) return Status(StatusCode::InvalidArgument, "the plan cache directory is empty");
+  // A C string ends at the first NUL: the directory would be the part before it, silently.
+  if (const size_t nul = dir.find('\0'); nul != std::string::npos)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("dir: the plan cache directory {} holds a NUL byte at offset {}, which no path can hold",
+                              json_checked::quoted(dir), nul));
   std::lock_guard<std::mutex> lock(chosen_dir_mutex());
   if (settings_resolved())
     return Status(StatusCode::InvalidArgument,
                   fmt::format("the plan cache is already in use (at '{}'); set its directory before the first plan",
                               settings().dir));
-  if (dir.empty()) return Status(StatusCode::InvalidArgument, "the plan cache directory is empty");
   chosen_dir() = dir;
   return Status::success();
 }

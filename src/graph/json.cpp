@@ -375,9 +375,9 @@ Result<Graph> parse_graph_json(std::string_view text) {
     RIME_RETURN_IF_ERROR(read_graph(j, g));
     return g;
   } catch (const json::parse_error& e) {
-    return json_error("", fmt::format("syntax error at byte {}: {}", e.byte, e.what()));
+    return json_error("", fmt::format("syntax error at byte {}: {}", e.byte, json_checked::valid_utf8(e.what())));
   } catch (const std::exception& e) {
-    return json_error("", fmt::format("unreadable document: {}", e.what()));
+    return json_error("", fmt::format("unreadable document: {}", json_checked::valid_utf8(e.what())));
   }
 }
 

@@ -119,6 +119,40 @@ std::string quoted(std::string_view text) {
   return out + "'";
 }
 
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    // The sequence's length from its lead byte, and the range its second byte must fall in (RFC 3629: no overlong
+    // forms, no surrogates, nothing past U+10FFFF).
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c < 0x80) n = 1;
+    else if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c == 0xE0) n = 3, lo = 0xA0;
+    else if (c == 0xED) n = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) n = 3;
+    else if (c == 0xF0) n = 4, lo = 0x90;
+    else if (c == 0xF4) n = 4, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3) n = 4;
+    bool whole = n > 0 && i + n <= text.size();
+    for (size_t k = 1; whole && k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + k]);
+      whole = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    }
+    if (whole) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out += fmt::format("\\x{:02X}", c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 // The pointer of the innermost open object: each enclosing container's current child.
 std::string DuplicateKeyFinder::path() const {
   std::string p;
@@ -161,7 +195,7 @@ Status parse_object(const std::string& text, json& out, StatusCode code) {
   try {
     out = json::parse(text, std::ref(finder), /*allow_exceptions=*/false);
   } catch (const std::exception& e) {
-    return Status(code, fmt::format("does not parse: {}", e.what()));
+    return Status(code, fmt::format("does not parse: {}", valid_utf8(e.what())));
   }
   if (out.is_discarded()) return Status(code, "does not parse as JSON");
   if (!finder.duplicate().empty())

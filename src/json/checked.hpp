@@ -43,6 +43,9 @@ Status parse_object(const std::string& text, json& out, StatusCode code = Status
 std::string pointer_token(std::string_view key);
 // A string a user wrote, for a message: quoted, with the same bytes escaped as pointer_token does.
 std::string quoted(std::string_view text);
+// Text for a message that may hold a cut UTF-8 sequence (a parser's excerpt of the document): every whole
+// sequence kept, every byte outside one written \xNN, so that the message is valid UTF-8 (Python decodes it).
+std::string valid_utf8(std::string_view text);
 
 // The parser callback that refuses duplicate keys: set `duplicate` to the JSON pointer of the first key seen
 // twice in one object (empty while there is none).
