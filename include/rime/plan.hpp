@@ -70,6 +70,8 @@ struct Explanation {
 // (docs/cache.md): before the first plan only (InvalidArgument after, naming the directory in use). The
 // directory is checked as the environment's is: owned by this user and not writable by others.
 Status set_cache_dir(const std::string& dir);
+// The plan cache's directory in use (set_cache_dir's, else the environment's); empty when the disk cache is off.
+std::string cache_dir();
 
 // Explains a graph without compiling, also one that no row serves: InvalidGraph (or InvalidJson) as validate()
 // gives them.

@@ -680,28 +680,11 @@ Result<int> DiskCache::clear() const {
 }
 
 namespace {
-const char* kind_name(EntryKind k) {
-  switch (k) {
-    case EntryKind::Entry: return "entry";
-    case EntryKind::OtherFormat: return "other-format";
-    case EntryKind::Foreign: return "foreign";
-  }
-  return "?";
-}
-
 // A name or key of the cache, quoted for a message (a foreign name may hold any byte).
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 }  // namespace
-
-nlohmann::json entry_json(const EntryInfo& e) {
-  return {{"name", e.name},           {"kind", kind_name(e.kind)},   {"key", e.key},
-          {"engine", e.engine},       {"kernel", e.name_expression}, {"lowered_name", e.lowered_name},
-          {"arch", e.arch},           {"bytes", e.bytes},            {"cubin_bytes", e.cubin_bytes},
-          {"compile_ms", e.compile_ms}, {"created", e.created},      {"last_used", e.last_used},
-          {"valid", e.valid},         {"problem", e.problem},        {"path", e.path}};
-}
 
 Result<EntryInfo> DiskCache::find(const std::string& want) const {
   std::vector<EntryInfo> matches;
@@ -819,15 +802,6 @@ Result<int> DiskCache::clear_tuned() const {
     if (::unlinkat(dir.fd, n.c_str(), 0) == 0 && !temp) ++removed;
   }
   return removed;
-}
-
-nlohmann::json tuned_json(const DiskCache::TunedFile& t) {
-  nlohmann::json j{{"kind", "tuned"}, {"name", std::string("tuned/") + t.name}, {"path", t.path}, {"bytes", t.bytes},
-                   {"modified", t.modified}};
-  nlohmann::json doc = nlohmann::json::parse(t.text, nullptr, false);
-  if (doc.is_object()) j["tuned"] = std::move(doc);
-  else j["problem"] = "not a tuned choice's JSON";
-  return j;
 }
 
 }  // namespace rime::cache

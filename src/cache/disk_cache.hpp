@@ -106,9 +106,6 @@ struct EntryInfo {
   bool blocks_entry = false;
 };
 
-// An entry's fields as `rime cache ls --json` prints them (the Python package's rime.cache returns the same).
-nlohmann::json entry_json(const EntryInfo& e);
-
 class DiskCache {
  public:
   // Opens (creating it, 0700, when missing) and checks a cache directory: a real directory, or a symlink whose
@@ -195,9 +192,5 @@ class DiskCache {
   int64_t max_bytes_;
   std::shared_ptr<SizeState> sizes_;
 };
-
-// A tuned choice as `rime cache ls --json` lists it (after the entries): kind "tuned", its name (tuned/<key16>.json),
-// path, bytes, modified, and the document under "tuned" (or a "problem" when it is not one).
-nlohmann::json tuned_json(const DiskCache::TunedFile& t);
 
 }  // namespace rime::cache

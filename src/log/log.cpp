@@ -48,3 +48,10 @@ void write(Level lvl, const std::string& line) {
 }
 
 }  // namespace rime::log
+
+namespace rime {
+void set_log_sink(LogSink sink, LogLevel sink_level) { log::set_sink(sink, sink_level); }
+void write_log(LogLevel level, const std::string& line) {
+  if (level != LogLevel::Off && log::level() >= level) log::write(level, line);
+}
+}  // namespace rime

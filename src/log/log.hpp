@@ -6,16 +6,17 @@
 
 #include <string>
 
+#include "rime/log.hpp"
+
 namespace rime::log {
 
-enum class Level : int { Off = 0, Warn = 1, Info = 2, Debug = 3 };
+using Level = LogLevel;
 // The most detailed level written: RIME_LOG's, or the sink's when that is more detailed.
 Level level();
 void write(Level level, const std::string& line);
 
-// Lines go to `sink` instead of stderr, down to `sink_level`; nullptr restores stderr. The sink is called without
-// any lock of rime's held (it may take its own, such as Python's GIL), from whichever thread logs.
-using Sink = void (*)(Level level, const std::string& line);
+// rime::set_log_sink (include/rime/log.hpp).
+using Sink = LogSink;
 void set_sink(Sink sink, Level sink_level);
 
 template <class... Args>

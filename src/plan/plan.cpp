@@ -278,6 +278,7 @@ const Config& Plan::config() const { return state_->config; }
 const std::vector<KernelInfo>& Plan::kernels() const { return state_->infos; }
 
 Status set_cache_dir(const std::string& dir) { return cache::set_directory(dir); }
+std::string cache_dir() { return cache::settings().dir; }
 
 Explanation Plan::explain() const {
   const State& s = *state_;

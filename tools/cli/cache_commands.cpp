@@ -8,6 +8,7 @@
 #include "cache/disk_cache.hpp"
 #include "cli/cli.hpp"
 #include "plan/tuned.hpp"
+#include "rime/cache.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
 
@@ -21,9 +22,6 @@ std::string when(int64_t unix_seconds) {
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
   return buf;
 }
-
-using cache::entry_json;
-using cache::tuned_json;
 
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -55,6 +53,14 @@ std::string tuned_line(const cache::DiskCache::TunedFile& t) {
 int print_json(const nlohmann::json& j) {
   fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   return kExitOk;
+}
+
+// `--json`: the report rime/cache.hpp makes (the one rime.cache returns), indented.
+int print_report(const Result<std::string>& report, const Options& opts, const std::string& source = "cache",
+                 int exit_code = kExitOk) {
+  if (!report.ok()) return report_failure(report.status(), opts, source);
+  print_json(nlohmann::json::parse(report.value()));
+  return exit_code;
 }
 
 int warm(const Options& opts) {
@@ -94,14 +100,9 @@ int cmd_cache(const std::string& action, const Options& opts) {
   const cache::DiskCache& disk = *settings.cache;
 
   if (action == "ls") {
+    if (opts.json) return print_report(cache_report::list(), opts);
     const auto entries = disk.list();
     const auto tuned = disk.list_tuned();
-    if (opts.json) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& e : entries) j.push_back(entry_json(e));
-      for (const auto& t : tuned) j.push_back(tuned_json(t));
-      return print_json(j);
-    }
     fmt::print("{:<32} {:<8} {:>10} {:<20} {}\n", "entry", "arch", "bytes", "last used (UTC)", "kernel");
     int foreign = 0;
     for (const auto& e : entries) {
@@ -120,16 +121,15 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return kExitOk;
   }
   if (action == "show") {
+    if (opts.json) return print_report(cache_report::show(opts.key), opts);
     for (const auto& t : disk.list_tuned()) {
       if (t.name != opts.key && "tuned/" + t.name != opts.key) continue;
-      if (opts.json) return print_json(tuned_json(t));
       fmt::print("{}\npath        {}\n{}", tuned_line(t), t.path, t.text);
       return kExitOk;
     }
     Result<cache::EntryInfo> found = disk.find(opts.key);
     if (!found.ok()) return report_failure(found.status(), opts, "cache");
     const cache::EntryInfo& e = found.value();
-    if (opts.json) return print_json(entry_json(e));
     fmt::print("entry       {}\npath        {}\nkey         {}\nengine      {}\nkernel      {}\nlowered     {}\n"
                "arch        {}\ncubin       {} bytes\ncompile     {:.0f} ms\ncreated     {}\nlast used   {}\n"
                "valid       {}{}\n",
@@ -138,17 +138,19 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return kExitOk;
   }
   if (action == "stats") {
+    if (opts.json) return print_report(cache_report::stats(), opts);
     const cache::DiskCache::Stats st = disk.stats();
-    if (opts.json)
-      return print_json({{"dir", settings.dir}, {"entries", st.entries}, {"foreign", st.foreign}, {"bytes", st.bytes},
-                         {"max_bytes", settings.max_bytes}, {"invalid", st.invalid},
-                         {"compile_ms_saved_per_cold_start", st.compile_ms}});
     fmt::print("dir         {}\nentries     {} ({} invalid), {} foreign names\nbytes       {} of {} allowed\n"
                "compile     {:.1f} s of NVRTC time held\n",
                settings.dir, st.entries, st.invalid, st.foreign, st.bytes, settings.max_bytes, st.compile_ms / 1000);
     return kExitOk;
   }
   if (action == "verify") {
+    if (opts.json) {
+      bool clean = false;
+      const Result<std::string> report = cache_report::verify(&clean);
+      return print_report(report, opts, "cache", clean ? kExitOk : kExitCacheCorrupt);
+    }
     size_t checked = 0;
     std::vector<cache::EntryInfo> foreign;
     for (const auto& e : disk.list()) {
@@ -158,54 +160,37 @@ int cmd_cache(const std::string& action, const Options& opts) {
     const auto bad = disk.verify();
     size_t blocking = 0;
     for (const auto& e : foreign) blocking += e.blocks_entry;
-    if (opts.json) {
-      nlohmann::json j{{"checked", checked}, {"quarantined", nlohmann::json::array()}, {"foreign", nlohmann::json::array()}};
-      for (const auto& e : bad) j["quarantined"].push_back(entry_json(e));
-      for (const auto& e : foreign) {
-        nlohmann::json f = entry_json(e);
-        f["blocks_entry"] = e.blocks_entry;
-        if (e.blocks_entry) f["remove_with"] = removal_command(e);
-        j["foreign"].push_back(std::move(f));
-      }
-      print_json(j);
-    } else {
-      for (const auto& e : bad) fmt::print("quarantined {}: {} -> {}\n", e.name, e.problem, e.path);
-      for (const auto& e : foreign) {
-        if (e.blocks_entry)
-          fmt::print("foreign {} ({}) holds an entry's name: that kernel is never cached on disk and every process "
-                     "compiles it again. rime removes only what it wrote; to remove it: {}\n",
-                     shown(e.name), e.problem, removal_command(e));
-        else
-          fmt::print("foreign {} ({}): not rime's, left alone\n", shown(e.name), e.problem);
-      }
-      fmt::print("verified {} entries: {} bad; {} foreign names, {} holding an entry's name\n", checked, bad.size(),
-                 foreign.size(), blocking);
+    for (const auto& e : bad) fmt::print("quarantined {}: {} -> {}\n", e.name, e.problem, e.path);
+    for (const auto& e : foreign) {
+      if (e.blocks_entry)
+        fmt::print("foreign {} ({}) holds an entry's name: that kernel is never cached on disk and every process "
+                   "compiles it again. rime removes only what it wrote; to remove it: {}\n",
+                   shown(e.name), e.problem, removal_command(e));
+      else
+        fmt::print("foreign {} ({}): not rime's, left alone\n", shown(e.name), e.problem);
     }
+    fmt::print("verified {} entries: {} bad; {} foreign names, {} holding an entry's name\n", checked, bad.size(),
+               foreign.size(), blocking);
     return bad.empty() && blocking == 0 ? kExitOk : kExitCacheCorrupt;
   }
   if (action == "prune") {
+    if (opts.json) return print_report(cache_report::prune(opts.max_bytes), opts);
     const int64_t max_bytes = opts.max_bytes.value_or(settings.max_bytes);
     const auto evicted = disk.prune(max_bytes);
-    if (opts.json) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& e : evicted) j.push_back(entry_json(e));
-      return print_json({{"max_bytes", max_bytes}, {"evicted", j}});
-    }
     for (const auto& e : evicted) fmt::print("evicted {} ({} bytes, last used {})\n", e.name, e.bytes, when(e.last_used));
     fmt::print("pruned to at most {} bytes: {} entries evicted\n", max_bytes, evicted.size());
     return kExitOk;
   }
+  if (opts.json && action == "clear") return print_report(cache_report::clear(opts.tuned), opts, opts.tuned ? "cache clear --tuned" : "cache clear");
   if (action == "clear" && opts.tuned) {
     auto n = disk.clear_tuned();
     if (!n.ok()) return report_failure(n.status(), opts, "cache clear --tuned");
-    if (opts.json) return print_json({{"removed_tuned", n.value()}});
     fmt::print("removed {} tuned choices from {}/tuned (kernels stay)\n", n.value(), settings.dir);
     return kExitOk;
   }
   if (action == "clear") {
     auto n = disk.clear();
     if (!n.ok()) return report_failure(n.status(), opts, "cache clear");
-    if (opts.json) return print_json({{"removed", n.value()}});
     fmt::print("removed {} entries from {} (foreign names and live writers' temp directories stay)\n", n.value(),
                settings.dir);
     return kExitOk;
