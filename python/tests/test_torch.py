@@ -1,5 +1,7 @@
 """The torch layer without a GPU (skipped, with the reason, without torch): the operators, their fake kernels under
 torch.compile, warmup for an arch, and the errors that name an argument. On meta tensors: no device memory."""
+import math
+
 import pytest
 
 import rime
@@ -245,3 +247,47 @@ def test_each_schema_is_generated_from_its_familys_one_parameter_list():
         assert len(functional.returns) == len(family.outputs) and not out.returns
         kwarg_only = {a.name for a in functional.arguments if a.kwarg_only}
         assert kwarg_only == {p.name for p in family.attributes + family.allocating}
+
+
+@pytest.mark.parametrize("name,args,kwargs", calls(), ids=OPS)
+def test_each_generated_cuda_kernel_binds_every_graph_tensor_to_the_call_tensor_of_its_name(name, args, kwargs):
+    # The CUDA kernel a family generates, run off the GPU: planned for sm_90a instead of a device and its launch
+    # recorded instead of made. Every graph tensor must bind the call's tensor of its slot (dtype and element count,
+    # an FP4 O held as bytes counted in pairs), or a constant; the functional form's outputs are what it binds as
+    # outputs; a second call of the shape class plans nothing.
+    from rime.torch import _FAMILY_OF, _plans
+    family, out_form = _FAMILY_OF[name]
+    made, launched = [], []
+
+    def plan_call(family, op, key, values):
+        graph, slots, _ = family.graph(op, family.call(values), None)
+        made.append(op)
+        return (graph, slots)
+
+    namespace = dict(call_key=_plans.call_key, plans={}, plan_call=lambda f, op, key, values:
+                     namespace["plans"].setdefault(key, plan_call(f, op, key, values)),
+                     launch=lambda e, tensors: launched.append((e, tensors)), check=_plans.check)
+    kernel = family.kernel(out_form, False, namespace)
+    result = kernel(*args, **kwargs)
+    kernel(*args, **kwargs)
+    assert made == [name] and len(launched) == 2
+    (graph, slots), tensors = launched[0]
+    bytes_of = {"FP4_E2M1": 0.5, "FP8_E4M3": 1, "FP8_E5M2": 1, "FP8_E8M0": 1, "BF16": 2, "FP16": 2, "FP32": 4,
+                "INT32": 4}
+    bound_outputs = []
+    for t, (index, _) in zip(graph.tensors, slots):
+        if index < 0:
+            assert t["name"] in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "seq_len_q")
+            continue
+        argument = {"Q": ("q",), "K": ("k", "k_cache"), "V": ("v", "v_cache"), "O": ("out", "codes"),
+                    "Stats": ("lse",), "page_table": ("block_table",), "seq_len_kv": ("seq_lens",),
+                    "seq_len_q": ("seq_lens_q",), "cu_seqlens_kv": ("cu_seqlens_k",)}.get(t["name"], (t["name"],))
+        assert family.tensor_names[index] in argument, (t["name"], family.tensor_names[index])
+        x = tensors[index]
+        assert x is not None, t["name"]
+        assert x.numel() * x.element_size() == math.prod(t["dims"]) * bytes_of[t["dtype"]], (t, tuple(x.shape))
+        if t["output"]:
+            bound_outputs.append(x)
+    if not out_form:
+        returned = [r for r in result if r.numel()]
+        assert len(returned) == len(bound_outputs) and all(r is b for r, b in zip(returned, bound_outputs))
