@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "catch.hpp"
 #include "common/params.h"
 #include "rime/inspect/config.hpp"

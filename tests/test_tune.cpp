@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "catch.hpp"
 #include "plan/tuned.hpp"
 #include "rime/json.hpp"

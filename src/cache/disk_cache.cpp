@@ -1,6 +1,5 @@
 #include "cache/disk_cache.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -9,18 +8,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <mutex>
-#include <random>
 
+#include "cache/fs_at.hpp"
 #include "digest/sha256.hpp"
 #include "json/checked.hpp"
 #include "log/log.hpp"
 #include "rime/version.hpp"
-#include "units/bytes.hpp"
 
 namespace rime::cache {
 namespace {
@@ -31,80 +28,7 @@ constexpr const char* kCubinFile = "kernel.cubin";
 constexpr const char* kSourceFile = "kernel.cu";
 constexpr const char* kMetaFile = "meta.json";
 constexpr const char* kQuarantine = "quarantine";
-constexpr const char* kTuned = "tuned";
 constexpr const char* kEntryFiles[] = {kSourceFile, kCubinFile, kMetaFile};
-
-int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// A descriptor closed on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  bool ok() const { return fd >= 0; }
-};
-
-// A directory below `parent`, never through a symlink.
-int open_dir_at(int parent, const std::string& name) {
-  return ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-// A regular file below `dir_fd`, never through a symlink; nullopt for anything else.
-std::optional<std::string> read_file_at(int dir_fd, const char* name) {
-  Fd fd(::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!fd.ok()) return std::nullopt;
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd.fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-Status write_file_synced_at(int dir_fd, const char* name, const std::string& data, const std::string& shown) {
-  Fd fd(::openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.ok()) return Status(StatusCode::CacheCorrupt, fmt::format("cannot create {}: {}", shown, std::strerror(errno)));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd.fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status(StatusCode::CacheCorrupt, fmt::format("cannot write {}: {}", shown, std::strerror(errno)));
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd.fd) != 0) return Status(StatusCode::CacheCorrupt, fmt::format("cannot sync {}: {}", shown, std::strerror(errno)));
-  return Status::success();
-}
-
-// The names in a directory (sorted), read through a duplicate of its descriptor.
-std::vector<std::string> names_in(int dir_fd) {
-  std::vector<std::string> out;
-  int dup_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dup_fd < 0) return out;
-  DIR* d = ::fdopendir(dup_fd);
-  if (!d) {
-    ::close(dup_fd);
-    return out;
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 constexpr const char* kLockPrefix = ".lock-";
 
@@ -123,11 +47,6 @@ bool is_own_scratch_name(const std::string& n) {
     return DiskCache::is_entry_name(n.substr(p, dash - p)) && dash + 1 < n.size();
   }
   return false;
-}
-
-std::string random_suffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
-  return fmt::format("{:x}-{:012x}", ::getpid(), rng() & 0xFFFFFFFFFFFFull);
 }
 
 // Removes, inside the directory `name` below `parent`, the files rime writes there (regular files or symlinks:
@@ -186,17 +105,6 @@ std::string check_entry(const Meta& m, const std::string& name, const std::optio
 
 Status refuse(const std::string& message) { return Status(StatusCode::InvalidArgument, message); }
 
-// Creates each missing component of `path` (0700). Existing components, symlinks included, are used as they are:
-// only the final directory is checked (open()).
-void mkdir_parents(const std::string& path) {
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    const std::string cur = path.substr(0, pos);
-    if (!cur.empty()) ::mkdir(cur.c_str(), 0700);
-  }
-}
-
 }  // namespace
 
 DirHandle::~DirHandle() {
@@ -250,88 +158,6 @@ Result<DiskCache> DiskCache::open(const std::string& dir, int64_t max_bytes) {
                               dir, st.st_mode & 07777, dir));
   if ((st.st_mode & S_IRWXU) != S_IRWXU) return refuse(fmt::format("cache directory {} is not writable", dir));
   return DiskCache(dir, std::move(handle), max_bytes);
-}
-
-namespace {
-// set_cache_dir's directory, taken by the first settings() (guarded: planning threads may race the first use).
-std::mutex& chosen_dir_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::optional<std::string>& chosen_dir() {
-  static std::optional<std::string> d;
-  return d;
-}
-bool& settings_resolved() {
-  static bool resolved = false;
-  return resolved;
-}
-}  // namespace
-
-Status set_directory(const std::string& dir) {
-  if (dir.empty()) return Status(StatusCode::InvalidArgument, "the plan cache directory is empty");
-  // A C string ends at the first NUL: the directory would be the part before it, silently.
-  if (const size_t nul = dir.find('\0'); nul != std::string::npos)
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("dir: the plan cache directory {} holds a NUL byte at offset {}, which no path can hold",
-                              json_checked::quoted(dir), nul));
-  std::lock_guard<std::mutex> lock(chosen_dir_mutex());
-  if (settings_resolved())
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("the plan cache is already in use (at '{}'); set its directory before the first plan",
-                              settings().dir));
-  chosen_dir() = dir;
-  return Status::success();
-}
-
-Settings resolve_settings() {
-  Settings s;
-  if (const char* m = std::getenv("RIME_CACHE_MAX_BYTES")) {
-    std::optional<int64_t> v = parse_bytes(m);
-    if (v && *v > 0) s.max_bytes = *v;
-    else log::warn("RIME_CACHE_MAX_BYTES='{}' is not a positive size (digits, optionally K, M, G or T); using {}", m,
-                   s.max_bytes);
-  }
-  if (const char* d = std::getenv("RIME_CACHE_DISABLE"); d && *d && std::strcmp(d, "0") != 0) {
-    s.disabled_why = "RIME_CACHE_DISABLE is set";
-    return s;
-  }
-  std::string dir;
-  std::optional<std::string> chosen;
-  {
-    std::lock_guard<std::mutex> lock(chosen_dir_mutex());
-    chosen = chosen_dir();
-  }
-  if (chosen) dir = *chosen;
-  else if (const char* d = std::getenv("RIME_CACHE_DIR"); d && *d) dir = d;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/rime";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/rime";
-  if (dir.empty()) {
-    s.disabled_why = "no RIME_CACHE_DIR, XDG_CACHE_HOME or HOME to put the cache in";
-    return s;
-  }
-  Result<DiskCache> opened = DiskCache::open(dir, s.max_bytes);
-  if (!opened.ok()) {
-    s.disabled_why = opened.status().message();
-    return s;
-  }
-  s.dir = dir;
-  s.cache = std::make_shared<const DiskCache>(std::move(opened).value());
-  return s;
-}
-
-const Settings& settings() {
-  static const Settings s = [] {
-    Settings r = resolve_settings();
-    {
-      std::lock_guard<std::mutex> lock(chosen_dir_mutex());
-      settings_resolved() = true;
-    }
-    if (!r.cache && r.disabled_why != "RIME_CACHE_DISABLE is set")
-      log::warn("plan cache on disk disabled, compiling into memory only: {}", r.disabled_why);
-    return r;
-  }();
-  return s;
 }
 
 EntryInfo DiskCache::inspect(const std::string& name, bool checksums) const {
@@ -566,7 +392,7 @@ std::vector<EntryInfo> DiskCache::scan_sizes() const {
 std::vector<EntryInfo> DiskCache::list(bool checksums) const {
   std::vector<EntryInfo> entries, foreign;
   for (const std::string& n : names_in(fd())) {
-    if (n == kQuarantine || n == kTuned || is_own_scratch_name(n) || is_lock_name(n)) continue;
+    if (n == kQuarantine || n == kTunedDir || is_own_scratch_name(n) || is_lock_name(n)) continue;
     EntryInfo e = inspect(n, checksums);
     (e.kind == EntryKind::Foreign ? foreign : entries).push_back(std::move(e));
   }
@@ -719,89 +545,6 @@ DiskCache::Stats DiskCache::stats() const {
     out.compile_ms += e.compile_ms;
   }
   return out;
-}
-
-namespace {
-
-// <16 lowercase hex digits>.json: a tuned choice's file (tuned_name).
-bool is_tuned_name(const std::string& n) {
-  if (n.size() != 21 || n.compare(16, 5, ".json") != 0) return false;
-  return std::all_of(n.begin(), n.begin() + 16,
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// .tmp-<tuned name>-<suffix>: store_tuned's temp file.
-bool is_tuned_temp_name(const std::string& n) {
-  const size_t dash = n.rfind('-');
-  return n.rfind(".tmp-", 0) == 0 && dash != std::string::npos && dash > 5 && dash + 1 < n.size() &&
-         is_tuned_name(n.substr(5, dash - 5));
-}
-
-// tuned/ below the cache directory, created (0700) when `create`; -1 when it is missing or not a real directory.
-int open_tuned_dir(int cache_fd, bool create) {
-  if (create) ::mkdirat(cache_fd, kTuned, 0700);
-  return open_dir_at(cache_fd, kTuned);
-}
-
-}  // namespace
-
-Status DiskCache::store_tuned(const std::string& key, const std::string& text) const {
-  const std::string name = tuned_name(key);
-  Fd dir(open_tuned_dir(fd(), true));
-  if (!dir.ok())
-    return Status(StatusCode::CacheCorrupt, fmt::format("cannot open {}/{}/: {}", dir_, kTuned, std::strerror(errno)));
-  const std::string shown = fmt::format("{}/{}/{}", dir_, kTuned, name);
-  // A thing other than a regular file under the name (a symlink, a directory) is not rime's: it is never replaced.
-  struct stat st {};
-  if (::fstatat(dir.fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
-    return Status(StatusCode::CacheCorrupt,
-                  fmt::format("{} is not a file rime wrote; it is left alone and the choice is not recorded", shown));
-  const std::string temp = ".tmp-" + name + "-" + random_suffix();
-  Status written = write_file_synced_at(dir.fd, temp.c_str(), text, shown);
-  if (written.ok() && ::renameat(dir.fd, temp.c_str(), dir.fd, name.c_str()) != 0)
-    written = Status(StatusCode::CacheCorrupt, fmt::format("cannot publish {}: {}", shown, std::strerror(errno)));
-  if (!written.ok()) ::unlinkat(dir.fd, temp.c_str(), 0);
-  return written;
-}
-
-std::optional<std::string> DiskCache::load_tuned(const std::string& key) const {
-  Fd dir(open_tuned_dir(fd(), false));
-  if (!dir.ok()) return std::nullopt;
-  return read_file_at(dir.fd, tuned_name(key).c_str());
-}
-
-std::vector<DiskCache::TunedFile> DiskCache::list_tuned() const {
-  std::vector<TunedFile> out;
-  Fd dir(open_tuned_dir(fd(), false));
-  if (!dir.ok()) return out;
-  for (const std::string& n : names_in(dir.fd)) {
-    if (!is_tuned_name(n)) continue;
-    TunedFile t;
-    t.name = n;
-    t.path = fmt::format("{}/{}/{}", dir_, kTuned, n);
-    struct stat st {};
-    if (::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    t.bytes = static_cast<int64_t>(st.st_size);
-    t.modified = static_cast<int64_t>(st.st_mtime);
-    t.text = read_file_at(dir.fd, n.c_str()).value_or("");
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-Result<int> DiskCache::clear_tuned() const {
-  Fd dir(open_tuned_dir(fd(), false));
-  if (!dir.ok()) return 0;
-  int removed = 0;
-  for (const std::string& n : names_in(dir.fd)) {
-    struct stat st {};
-    const bool temp = is_tuned_temp_name(n);  // a killed store's; a live one's is younger than kStaleTempSeconds
-    if ((!is_tuned_name(n) && !temp) || ::fstatat(dir.fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode) || (temp && now_seconds() - st.st_mtime < kStaleTempSeconds))
-      continue;
-    if (::unlinkat(dir.fd, n.c_str(), 0) == 0 && !temp) ++removed;
-  }
-  return removed;
 }
 
 }  // namespace rime::cache

@@ -2,12 +2,11 @@
 // kernel.cu, kernel.cubin and meta.json; they are published by compiling into a private temp directory and
 // renaming it into place, and every load verifies the cubin's sha256.
 //
-// The cache directory is hostile ground (STYLE lesson 15): it is resolved and checked once, and every later
-// operation works relative to the directory handle taken then (openat / renameat / unlinkat), never following
-// a symlink. Only names rime owns are ever touched: entry names (the key format above), its temp and trash
-// names (`.tmp-<entry>-<suffix>`, `.trash-<entry>-<suffix>`), compile locks (`.lock-<entry>`) and `quarantine/`.
+// The cache directory is hostile ground: the rules every operation keeps are stated once, in cache/fs_at.hpp. The
+// names rime owns here: entry names (the key format above), their temp and trash names (`.tmp-<entry>-<suffix>`,
+// `.trash-<entry>-<suffix>`), compile locks (`.lock-<entry>`), `quarantine/` and `tuned/` (tuned_store.cpp).
 // Anything else in the directory (a user's notes/, a symlink named like an entry) is foreign: listed, never
-// loaded, moved or deleted.
+// loaded, moved or deleted. Where the directory is: cache/settings.hpp; its JSON reports: rime/cache.hpp.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +28,8 @@ inline constexpr int64_t kStaleTempSeconds = 600;
 // A publish rescans the directory's sizes (for the size cap) at most this often, unless what this process
 // published since its last scan may have crossed the cap: with 10,000 entries a scan is ~40,000 stat calls.
 inline constexpr int64_t kSizeRescanSeconds = 30;
+// The directory below the cache directory where `rime tune` records its choices (tuned_store.cpp).
+inline constexpr const char* kTunedDir = "tuned";
 
 // An open directory descriptor, closed when the last copy goes.
 class DirHandle {
@@ -63,23 +64,6 @@ class CompileLock {
  private:
   int fd_ = -1;
 };
-
-// Where the cache lives and whether it may be used, from RIME_CACHE_DIR / XDG_CACHE_HOME / HOME,
-// RIME_CACHE_DISABLE and RIME_CACHE_MAX_BYTES.
-struct Settings {
-  std::string dir;  // as configured; empty when disabled or refused
-  int64_t max_bytes = kDefaultMaxBytes;
-  std::string disabled_why;  // why the disk cache is not used (empty when it is)
-  std::shared_ptr<const DiskCache> cache;  // the opened cache when usable
-};
-// Resolved and checked once per process (set_cache_dir's directory, else the environment's); an unusable
-// directory is reported by one warning.
-const Settings& settings();
-// The directory the first settings() takes instead of the environment's (rime::set_cache_dir); InvalidArgument once
-// settings() has resolved.
-Status set_directory(const std::string& dir);
-// Resolves and checks the settings afresh (tests and the cache tool, which change the environment).
-Settings resolve_settings();
 
 enum class EntryKind {
   Entry,        // a directory with an entry's name

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "log/log.hpp"
 
 namespace rime {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "json/checked.hpp"
 #include "units/bytes.hpp"
 

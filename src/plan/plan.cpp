@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "cache/get_kernel.hpp"
 #include "engine.hpp"
 #include "json/checked.hpp"

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "digest/sha256.hpp"
 #include "json/checked.hpp"
 #include "log/log.hpp"

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.hpp"
+#include "cache/settings.hpp"
 #include "cli/cli.hpp"
 #include "plan/tuned.hpp"
 #include "rime/cache.hpp"
