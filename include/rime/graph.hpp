@@ -30,6 +30,9 @@ enum class Role : int {
   Q, K, V,
   DescaleQ, DescaleK, DescaleV, DescaleS, ScaleS, ScaleO,
   Sink, SeqLenQ, SeqLenKv,
+  // Per-sequence starts (left padding; SPEC section 2): INT32 [B]. Sequence b's query i is row seq_start_q[b] + i
+  // of the dense S_q axis and its key j position seq_start_kv[b] + j; each needs its side's seq_len.
+  SeqStartQ, SeqStartKv,
   SfQ, SfK, SfV,
   // Paged K/V: [B, max_pages_per_seq] INT32 page ids into K and V, which are then page pools
   // [num_pages, H_kv, page_size, D] (any strides: [num_pages, page_size, H_kv, D] storage is a stride order).
@@ -68,6 +71,7 @@ struct SdpaAttributes {
   std::optional<int64_t> window_left;  // keys j < i + shift - (window_left - 1) are masked
   std::optional<int64_t> band_right;   // keys j > i + shift + band_right are masked
   bool padding_mask = false;           // per-sequence lengths: seq_len_q or cu_seqlens_q, seq_len_kv or cu_seqlens_kv
+                                       // (and starts: seq_start_q, seq_start_kv)
   // Ragged batches: the longest sequence a side may hold (the S the grid and the heuristics plan for);
   // default the side's token count T. Only on a ragged side.
   std::optional<int64_t> max_seqlen_q, max_seqlen_kv;
@@ -98,6 +102,7 @@ struct SdpaAttributes {
 struct SdpaOperands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv, stats;
+  std::optional<int64_t> seq_start_q, seq_start_kv;  // left padding: need padding_mask and the side's seq_len
   std::optional<int64_t> page_table;  // paged K/V (docs/graph-json.md): needs padding_mask and both seq lens
   std::optional<int64_t> cu_seqlens_q, cu_seqlens_kv;  // ragged batches: need padding_mask
 };
@@ -105,6 +110,7 @@ struct SdpaFp8Operands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   int64_t descale_q = 0, descale_k = 0, descale_v = 0, descale_s = 0, scale_s = 0, scale_o = 0;
   std::optional<int64_t> sink, seq_len_q, seq_len_kv;
+  std::optional<int64_t> seq_start_q, seq_start_kv;
   std::optional<int64_t> page_table;
   std::optional<int64_t> cu_seqlens_q, cu_seqlens_kv;
   std::optional<int64_t> stats, amax_s, amax_o, sf_o;
@@ -113,6 +119,7 @@ struct SdpaMxfp8Operands {
   int64_t q = 0, k = 0, v = 0, o = 0;
   int64_t sf_q = 0, sf_k = 0, sf_v = 0;
   std::optional<int64_t> scale_o, sink, seq_len_q, seq_len_kv;
+  std::optional<int64_t> seq_start_q, seq_start_kv;
   std::optional<int64_t> stats, amax_o, sf_o;
 };
 

@@ -11,7 +11,8 @@ import json
 from ._rime import Graph
 
 _INPUTS = ("Q", "K", "V", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "sink",
-           "seq_len_q", "seq_len_kv", "SF_Q", "SF_K", "SF_V", "page_table", "cu_seqlens_q", "cu_seqlens_kv")
+           "seq_len_q", "seq_len_kv", "seq_start_q", "seq_start_kv", "SF_Q", "SF_K", "SF_V", "page_table",
+           "cu_seqlens_q", "cu_seqlens_kv")
 _OUTPUTS = ("O", "Stats", "Amax_S", "Amax_O", "sf_o")
 _ATTRIBUTES = ("attn_scale", "generate_stats", "stats_log2", "causal", "alignment", "window_left", "band_right",
                "padding_mask", "max_seqlen_q", "max_seqlen_kv")

@@ -181,6 +181,25 @@ def test_the_builder_names_what_it_does_not_know():
     assert "unknown keyword 'causal_mask'" in str(e.value)
 
 
+def test_a_left_padded_graph_is_valid_explained_and_declined_by_every_row_with_its_reason():
+    b = rime.GraphBuilder("left_padded")
+    q = b.tensor("Q", [2, 8, 64, 128], "BF16")
+    k, v = (b.tensor(n, [2, 2, 256, 128], "BF16") for n in ("K", "V"))
+    o = b.output("O", [2, 8, 64, 128], "BF16")
+    lens = {n: b.tensor(n, [2], "INT32") for n in ("seq_len_q", "seq_len_kv", "seq_start_q", "seq_start_kv")}
+    g = b.sdpa(q=q, k=k, v=v, o=o, padding_mask=True, causal=True, alignment="bottom_right", **lens)
+    assert "starts    Q rows from seq_start_q, K/V positions from seq_start_kv" in rime.explain(g)
+    with pytest.raises(rime.NotSupportedError) as e:
+        rime.plan(g, arch="sm_90a")
+    assert any("per-sequence starts (seq_start_q and seq_start_kv) not supported" in r for r in e.value.reasons)
+    with pytest.raises(rime.InvalidGraphError, match="seq_start_kv .* needs seq_len_kv"):
+        b = rime.GraphBuilder("no_length")
+        q = b.tensor("Q", [2, 8, 64, 128], "BF16")
+        k, v = (b.tensor(n, [2, 2, 256, 128], "BF16") for n in ("K", "V"))
+        b.sdpa(q=q, k=k, v=v, o=b.output("O", [2, 8, 64, 128], "BF16"), padding_mask=True,
+               seq_len_q=b.tensor("seq_len_q", [2], "INT32"), seq_start_kv=b.tensor("seq_start_kv", [2], "INT32"))
+
+
 def test_a_builder_graph_plans_with_pins():
     b = rime.GraphBuilder("pinned")
     q = b.tensor("Q", [1, 8, 256, 64], "BF16")

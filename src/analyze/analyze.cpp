@@ -71,6 +71,8 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
   f.mask.band_right = a.band_right;
   f.mask.padding = a.padding_mask;
   f.has_sink = graph.operand(Role::Sink) != nullptr;
+  f.seq_start_q = graph.operand(Role::SeqStartQ) != nullptr;
+  f.seq_start_kv = graph.operand(Role::SeqStartKv) != nullptr;
   f.wants_stats = graph.operand(Role::Stats) != nullptr;
   f.stats_log2 = a.stats_log2;
   f.wants_amax_s = graph.operand(Role::AmaxS) != nullptr;

@@ -23,6 +23,8 @@ constexpr RoleName kRoleNames[] = {
     {Role::Sink, "sink"},
     {Role::SeqLenQ, "seq_len_q"},
     {Role::SeqLenKv, "seq_len_kv"},
+    {Role::SeqStartQ, "seq_start_q"},
+    {Role::SeqStartKv, "seq_start_kv"},
     {Role::SfQ, "SF_Q"},
     {Role::SfK, "SF_K"},
     {Role::SfV, "SF_V"},
@@ -39,7 +41,7 @@ static_assert(sizeof(kRoleNames) / sizeof(kRoleNames[0]) == kRoleCount, "every r
 
 void bind(SdpaOp& op, Role role, const std::optional<int64_t>& uid) { op.operands[static_cast<int>(role)] = uid; }
 
-// The operands every sdpa kind has: Q, K, V, O, and the optional sink, seq lens and Stats.
+// The operands every sdpa kind has: Q, K, V, O, and the optional sink, seq lens and starts, and Stats.
 template <class Operands>
 SdpaOp common_op(OpKind kind, const Operands& io, const SdpaAttributes& attributes, std::string name) {
   SdpaOp op;
@@ -53,6 +55,8 @@ SdpaOp common_op(OpKind kind, const Operands& io, const SdpaAttributes& attribut
   bind(op, Role::Sink, io.sink);
   bind(op, Role::SeqLenQ, io.seq_len_q);
   bind(op, Role::SeqLenKv, io.seq_len_kv);
+  bind(op, Role::SeqStartQ, io.seq_start_q);
+  bind(op, Role::SeqStartKv, io.seq_start_kv);
   bind(op, Role::Stats, io.stats);
   if (io.stats) op.attributes.generate_stats = true;
   return op;

@@ -84,6 +84,11 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   if ((f.ragged_q || f.ragged_kv) && !row.ragged)
     return Decline{"ragged", fmt::format("ragged (THD) {} through cu_seqlens not supported",
                                          f.ragged_q && f.ragged_kv ? "Q and K/V" : f.ragged_q ? "Q" : "K/V")};
+  if ((f.seq_start_q || f.seq_start_kv) && !row.seq_start)
+    return Decline{"seq_start", fmt::format("per-sequence starts ({}) not supported",
+                                            f.seq_start_q && f.seq_start_kv ? "seq_start_q and seq_start_kv"
+                                            : f.seq_start_q                 ? "seq_start_q"
+                                                                            : "seq_start_kv")};
   const std::pair<const char*, const TensorFacts*> tensors[] = {{"Q", &f.q()}, {"K", &f.k()}, {"V", &f.v()}, {"O", &f.o()}};
   for (const auto& [name, t] : tensors) {
     if (!contains(row.layouts, t->layout))

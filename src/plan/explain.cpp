@@ -43,6 +43,10 @@ void print_facts(std::string& out, const Facts& f) {
       sides += fmt::format("{}K/V {} tokens (S_kv {} is max_seqlen_kv)", f.ragged_q ? "; " : "", f.T_kv, f.S_kv);
     out += fmt::format("  ragged    {} sequences through cu_seqlens: {}\n", f.B, sides);
   }
+  if (f.seq_start_q || f.seq_start_kv)
+    out += fmt::format("  starts    {}{}{} (left padding: sequence b begins at its start, not at 0)\n",
+                       f.seq_start_q ? "Q rows from seq_start_q" : "", f.seq_start_q && f.seq_start_kv ? ", " : "",
+                       f.seq_start_kv ? "K/V positions from seq_start_kv" : "");
   std::string outs = "O";
   if (f.wants_stats) outs += f.stats_log2 ? ", Stats (log2)" : ", Stats";
   if (f.wants_amax_s) outs += ", Amax_S";

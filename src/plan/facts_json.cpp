@@ -17,6 +17,7 @@ nlohmann::json facts_to_json(const Facts& f) {
                                 to_string(f.o().layout)}},
                    {"mask", f.mask.describe()},
                    {"has_sink", f.has_sink}, {"wants_stats", f.wants_stats}, {"stats_log2", f.stats_log2},
+                   {"seq_start_q", f.seq_start_q}, {"seq_start_kv", f.seq_start_kv},
                    {"wants_amax_s", f.wants_amax_s}, {"wants_amax_o", f.wants_amax_o},
                    {"o_block_scale", f.o_block_scale}, {"has_scale_o", f.has_scale_o},
                    {"per_head_descales", f.per_head_descales}, {"decode", f.decode},

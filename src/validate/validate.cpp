@@ -41,6 +41,8 @@ constexpr RoleRule kRoleRules[] = {
     {Role::Sink, Need::Opt, Need::Opt, Need::Opt},
     {Role::SeqLenQ, Need::Opt, Need::Opt, Need::Opt},
     {Role::SeqLenKv, Need::Opt, Need::Opt, Need::Opt},
+    {Role::SeqStartQ, Need::Opt, Need::Opt, Need::Opt},
+    {Role::SeqStartKv, Need::Opt, Need::Opt, Need::Opt},
     {Role::SfQ, Need::No, Need::No, Need::Req},
     {Role::SfK, Need::No, Need::No, Need::Req},
     {Role::SfV, Need::No, Need::No, Need::Req},
@@ -385,13 +387,15 @@ Status Checker::check_small_operands() const {
   RIME_RETURN_IF_ERROR(expect_dtype(Role::Sink, DataType::FP32));
   RIME_RETURN_IF_ERROR(expect_dims(Role::Stats, {q[0], Hq, Sq, 1}, "one LSE per q row"));
   RIME_RETURN_IF_ERROR(expect_dtype(Role::Stats, DataType::FP32));
-  for (Role r : {Role::SeqLenQ, Role::SeqLenKv}) {
+  for (Role r : {Role::SeqLenQ, Role::SeqLenKv, Role::SeqStartQ, Role::SeqStartKv}) {
     const TensorDesc* d = t(r);
     if (!d) continue;
+    const bool start = r == Role::SeqStartQ || r == Role::SeqStartKv;
     if (d->dims != std::vector<int64_t>{B} && d->dims != std::vector<int64_t>{B, 1, 1, 1})
-      return fail(at_tensor(*d, "dims"), fmt::format("{} ({}): dims {} must be [{}] or [{},1,1,1] (one length per "
+      return fail(at_tensor(*d, "dims"), fmt::format("{} ({}): dims {} must be [{}] or [{},1,1,1] (one {} per "
                                                      "batch)",
-                                                     d->name, to_string(r), dims_str(d->dims), B, B));
+                                                     d->name, to_string(r), dims_str(d->dims), B, B,
+                                                     start ? "start" : "length"));
     RIME_RETURN_IF_ERROR(expect_dtype(r, DataType::INT32));
   }
   RIME_RETURN_IF_ERROR(expect_dtype(Role::PageTable, DataType::INT32));
@@ -419,6 +423,18 @@ Status Checker::check_attributes() const {
   if (a.band_right && a.causal)
     return fail(at_attr("band_right"),
                 fmt::format("band_right {} and causal are both set; causal is band_right 0", *a.band_right));
+  // Per-sequence starts: beside the side's lengths, on a side that is not ragged (its offsets place each sequence).
+  for (auto [start, lens, offsets] : {std::tuple{Role::SeqStartQ, Role::SeqLenQ, Role::CuSeqlensQ},
+                                      std::tuple{Role::SeqStartKv, Role::SeqLenKv, Role::CuSeqlensKv}}) {
+    if (!t(start)) continue;
+    if (t(offsets))
+      return fail(at_role(start), fmt::format("{} ({}) and {} ({}) are both bound: a ragged side's sequences start at "
+                                              "their offsets",
+                                              t(start)->name, to_string(start), t(offsets)->name, to_string(offsets)));
+    if (!t(lens))
+      return fail(at_role(start), fmt::format("{} ({}) needs {}: sequence b's positions are [start, start + length)",
+                                              t(start)->name, to_string(start), to_string(lens)));
+  }
   // Per-sequence lengths: each side's from its offsets (ragged) or its seq_len tensor, never both.
   const bool has_lens = t(Role::SeqLenQ) || t(Role::SeqLenKv) || t(Role::CuSeqlensQ) || t(Role::CuSeqlensKv);
   for (auto [lens, offsets] : {std::pair{Role::SeqLenQ, Role::CuSeqlensQ}, std::pair{Role::SeqLenKv, Role::CuSeqlensKv}}) {

@@ -175,6 +175,7 @@ void fill_page_table(const Graph& g, TrialInputs& inputs, uint64_t seed) {
   std::mt19937_64 rng(mix_seed(seed ^ 0x5061676554626cull));
   const TensorDesc& pool = *g.operand(Role::K);
   const TensorDesc& lens = *g.operand(Role::SeqLenKv);
+  const TensorDesc* starts = g.operand(Role::SeqStartKv);
   const int64_t num_pages = pool.dims[0], page = pool.dims[2];
   std::vector<int64_t> order(static_cast<size_t>(num_pages));
   for (int64_t i = 0; i < num_pages; ++i) order[static_cast<size_t>(i)] = i;
@@ -185,8 +186,13 @@ void fill_page_table(const Graph& g, TrialInputs& inputs, uint64_t seed) {
   for (int64_t b = 0; b < table->dims[0]; ++b) {
     const int64_t len = static_cast<int64_t>(
         reference::load_element(DataType::INT32, inputs.tensors.at(lens.uid).data(), b * lens.strides[0]));
+    const int64_t start = starts ? static_cast<int64_t>(reference::load_element(
+                                       DataType::INT32, inputs.tensors.at(starts->uid).data(), b * starts->strides[0]))
+                                 : 0;
+    // Only the pages holding positions [start, start + len) get ids; the others hold one no pool has.
     for (int64_t p = 0; p < table->dims[1]; ++p) {
-      const int64_t id = p * page < len ? order[static_cast<size_t>(next++ % num_pages)] : int64_t{1} << 30;
+      const bool live = p * page < start + len && (p + 1) * page > start;
+      const int64_t id = live ? order[static_cast<size_t>(next++ % num_pages)] : int64_t{1} << 30;
       reference::store_element(DataType::INT32, bytes.data(), b * table->strides[0] + p * table->strides[1],
                                static_cast<double>(id));
     }
@@ -289,6 +295,26 @@ TrialInputs make_inputs(const Graph& g, uint64_t seed, int mx_scale_log2, std::o
           if (n >= 3 && b == 0) len = s;  // a full batch
           if (n >= 3 && b == 1) len = 0;  // an empty one
           reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(len));
+        }
+        break;
+      }
+      case Role::SeqStartQ:
+      case Role::SeqStartKv: {
+        // After the lengths (the role order): a start in [0, S - length], the first batch at the end of its room
+        // and the second at 0 when there are 3 or more, so that both edges are drawn.
+        const bool q_side = role == Role::SeqStartQ;
+        const TensorDesc& lens = *g.operand(q_side ? Role::SeqLenQ : Role::SeqLenKv);
+        const TensorDesc* table = g.operand(Role::PageTable);
+        const TensorDesc& data = *g.operand(q_side ? Role::Q : Role::K);
+        const int64_t s = !q_side && table ? table->dims[1] * data.dims[2] : data.dims[2], n = t.dims[0];
+        for (int64_t b = 0; b < n; ++b) {
+          const int64_t len = static_cast<int64_t>(
+              reference::load_element(DataType::INT32, in.tensors.at(lens.uid).data(), b * lens.strides[0]));
+          const int64_t room = std::max<int64_t>(0, s - len);
+          int64_t start = std::uniform_int_distribution<int64_t>(0, room)(rng);
+          if (n >= 3 && b == 0) start = room;
+          if (n >= 3 && b == 1) start = 0;
+          reference::store_element(DataType::INT32, bytes.data(), b * t.strides[0], static_cast<double>(start));
         }
         break;
       }
@@ -450,6 +476,9 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   auto row_offset = [&](const TensorDesc& t, int64_t b, int64_t h, int64_t i, int64_t d) {
     return f.ragged_q ? reference::seq_offset(t, q_ext[b], h, i, d) : reference::offset_of(t, b, h, i, d);
   };
+  // The reference's row (the sequence's own index) of row i checked here: a ragged side's rows are the sequence's;
+  // a dense side's are the tensor's, sequence b's starting at seq_start_q[b] (left padding; 0 without starts).
+  auto seq_row = [&](int64_t b, int64_t i) { return f.ragged_q ? i : i - q_ext[b].first; };
   auto element = [&](int64_t b, int64_t h, int64_t i, int64_t d) {
     return blocks ? blocks->value(b, h, i, d) : load_element(o.dtype, ob, row_offset(o, b, h, i, d));
   };
@@ -518,9 +547,10 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
     for (size_t w = 0; w < workers; ++w)
       pool.emplace_back([&, w] {
         for (size_t r = w; r < rows.size(); r += workers) {
-          refs[r] = reference::attention_row(g, f, inputs.tensors, rows[r][0], rows[r][1], rows[r][2]);
+          const int64_t i = seq_row(rows[r][0], rows[r][2]);
+          refs[r] = reference::attention_row(g, f, inputs.tensors, rows[r][0], rows[r][1], i);
           if (!emulated.empty())
-            emulated[r] = reference::attention_row_fp8_p(g, f, inputs.tensors, rows[r][0], rows[r][1], rows[r][2],
+            emulated[r] = reference::attention_row_fp8_p(g, f, inputs.tensors, rows[r][0], rows[r][1], i,
                                                          opt.emulate_fp8_p_tile, opt.emulate_fp8_p_terms);
         }
       });

@@ -69,6 +69,9 @@ struct Facts {
   // max_seqlen_kv, default T).
   bool ragged_q = false, ragged_kv = false;
   int64_t T_q = 0, T_kv = 0;
+  // Per-sequence starts (seq_start_q / seq_start_kv bound; SPEC section 2): a side's sequences begin at their
+  // own row or key position, not at 0 (left padding).
+  bool seq_start_q = false, seq_start_kv = false;
   // Context parallelism (PlanOptions::context_parallel): world > 0 when the plan's K/V are one rank's shard; its
   // split partials go to slot rank of world x split_kv partials, which the combine merges after an all-gather.
   struct ContextParallelFacts {

@@ -25,27 +25,31 @@ int64_t int_at(const HostTensors& t, const TensorDesc& d, int64_t index) {
   return static_cast<int64_t>(load_element(DataType::INT32, t.at(d.uid).data(), index * d.strides[0]));
 }
 
-// One side's extent of sequence b: from its offsets (ragged), its lengths (padding), or the tensors' S.
-SeqExtent side_extent(const Graph& g, const HostTensors& t, Role lens, Role offsets, int64_t b, int64_t s) {
+// One side's extent of sequence b: from its offsets (ragged), its lengths and starts (padding on the right or the
+// left), or the tensors' S.
+SeqExtent side_extent(const Graph& g, const HostTensors& t, Role lens, Role starts, Role offsets, int64_t b,
+                      int64_t s) {
   if (const TensorDesc* cu = g.operand(offsets)) {
     const int64_t first = int_at(t, *cu, b);
     return {0, first, int_at(t, *cu, b + 1) - first};
   }
-  if (const TensorDesc* d = g.operand(lens)) return {b, 0, int_at(t, *d, b)};
+  const TensorDesc* start = g.operand(starts);
+  if (const TensorDesc* d = g.operand(lens)) return {b, start ? int_at(t, *start, b) : 0, int_at(t, *d, b)};
   return {b, 0, s};
 }
 
-// The element offset of (key j, d) of batch b, head h_kv in K or V: dense [B, H_kv, S_kv, D], ragged at the
-// sequence's tokens, or with a page table the pool [num_pages, H_kv, page_size, D] at page
-// page_table[b][j / page_size], slot j % page_size.
-int64_t kv_offset(const Graph& g, const Facts& f, const HostTensors& t, const TensorDesc& kv, int64_t b,
-                  int64_t h_kv, int64_t j, int64_t d) {
-  if (f.ragged_kv) return seq_offset(kv, kv_extent(g, f, t, b), h_kv, j, d);
-  if (!f.paged) return offset_of(kv, b, h_kv, j, d);
+// The element offset of (key j, d) of batch b, head h_kv in K or V: dense [B, H_kv, S_kv, D] at position
+// seq_start_kv[b] + j (0 without starts), ragged at the sequence's tokens, or with a page table the pool
+// [num_pages, H_kv, page_size, D] at page page_table[b][p / page_size], slot p % page_size, p that position.
+// `e` is kv_extent(b), read once per row by the callers.
+int64_t kv_offset(const Graph& g, const Facts& f, const HostTensors& t, const TensorDesc& kv, const SeqExtent& e,
+                  int64_t b, int64_t h_kv, int64_t j, int64_t d) {
+  if (!f.paged) return seq_offset(kv, e, h_kv, j, d);
   const TensorDesc& table = *g.operand(Role::PageTable);
+  const int64_t p = e.first + j;
   const int64_t page = static_cast<int64_t>(load_element(
-      DataType::INT32, t.at(table.uid).data(), b * table.strides[0] + (j / f.page_size) * table.strides[1]));
-  return offset_of(kv, page, h_kv, j % f.page_size, d);
+      DataType::INT32, t.at(table.uid).data(), b * table.strides[0] + (p / f.page_size) * table.strides[1]));
+  return offset_of(kv, page, h_kv, p % f.page_size, d);
 }
 
 // MXFP8 inputs (SPEC section 6): the UE8M0 scale at (r, c) of the F8_128x4 plane (b, h) of a scale tensor.
@@ -58,20 +62,28 @@ double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
 }  // namespace
 
 SeqExtent q_extent(const Graph& g, const Facts& f, const HostTensors& t, int64_t b) {
-  return side_extent(g, t, Role::SeqLenQ, Role::CuSeqlensQ, b, f.S_q);
+  return side_extent(g, t, Role::SeqLenQ, Role::SeqStartQ, Role::CuSeqlensQ, b, f.S_q);
 }
 SeqExtent kv_extent(const Graph& g, const Facts& f, const HostTensors& t, int64_t b) {
-  return side_extent(g, t, Role::SeqLenKv, Role::CuSeqlensKv, b, f.S_kv);
+  return side_extent(g, t, Role::SeqLenKv, Role::SeqStartKv, Role::CuSeqlensKv, b, f.S_kv);
 }
 
 KvRange unmasked_keys(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t i) {
+  // In sequence coordinates (SPEC section 2): key j of sequence b is at position seq_start_kv[b] + j, so a dense
+  // side holds S - start of its keys (a ragged side's S bounds the length alone).
   int64_t hi = f.S_kv, lo = 0;
-  if (f.mask.padding) hi = std::min(hi, std::max<int64_t>(0, kv_extent(g, f, t, b).length));
+  if (f.mask.padding) {
+    const SeqExtent kv = kv_extent(g, f, t, b);
+    hi = std::clamp<int64_t>(kv.length, 0, std::max<int64_t>(0, f.ragged_kv ? f.S_kv : f.S_kv - kv.first));
+  }
   // Bottom-right alignment: the batch's own seq_len_kv - seq_len_q with per-batch lengths (SPEC section 2; a
   // ragged side's lengths are its offsets' differences), else S_kv - S_q. hi is the batch's clamped kv length.
   int64_t shift = 0;
-  if (f.mask.bottom_right)
-    shift = f.mask.padding ? hi - std::clamp<int64_t>(q_extent(g, f, t, b).length, 0, f.S_q) : f.S_kv - f.S_q;
+  if (f.mask.bottom_right) {
+    const SeqExtent q = q_extent(g, f, t, b);
+    const int64_t q_room = std::max<int64_t>(0, f.ragged_q ? f.S_q : f.S_q - q.first);
+    shift = f.mask.padding ? hi - std::clamp<int64_t>(q.length, 0, q_room) : f.S_kv - f.S_q;
+  }
   if (f.mask.causal) hi = std::min(hi, i + shift + 1);
   if (f.mask.band_right) hi = std::min(hi, i + shift + *f.mask.band_right + 1);
   if (f.mask.window_left) lo = std::max<int64_t>(lo, i + shift - (*f.mask.window_left - 1));
@@ -87,14 +99,16 @@ struct RowScores {
   std::vector<int64_t> js;  // their keys
   double sink = kNegInf;    // the sink logit, -inf without one
   double descale_v = 1;
+  SeqExtent kv;             // the sequence's K/V extent
 };
 
 RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h, int64_t i,
                      const KvRange* kv_range) {
   RowScores out;
   const SeqExtent qe = q_extent(g, f, t, b);
-  out.live = i < qe.length;
+  out.live = i >= 0 && i < qe.length;
   if (!out.live) return out;
+  const SeqExtent ke = out.kv = kv_extent(g, f, t, b);
   const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K);
   const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data();
   const int64_t h_kv = h / f.group;
@@ -116,7 +130,7 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;
     for (int64_t d = 0; d < f.D_qk; ++d) {
-      double kv = load_element(k.dtype, kb, kv_offset(g, f, t, k, b, h_kv, j, d));
+      double kv = load_element(k.dtype, kb, kv_offset(g, f, t, k, ke, b, h_kv, j, d));
       if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
       dot += qrow[d] * kv;
     }
@@ -127,9 +141,10 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
 }
 
 // V[j, d] with its MXFP8 scale applied.
-double v_value(const Graph& g, const Facts& f, const HostTensors& t, int64_t b, int64_t h_kv, int64_t j, int64_t d) {
+double v_value(const Graph& g, const Facts& f, const HostTensors& t, const SeqExtent& e, int64_t b, int64_t h_kv,
+               int64_t j, int64_t d) {
   const TensorDesc& v = *g.operand(Role::V);
-  double x = load_element(v.dtype, t.at(v.uid).data(), kv_offset(g, f, t, v, b, h_kv, j, d));
+  double x = load_element(v.dtype, t.at(v.uid).data(), kv_offset(g, f, t, v, e, b, h_kv, j, d));
   if (f.is_mxfp8) x *= mx_scale(g, t, Role::SfV, b, h_kv, d, j / 32);
   return x;
 }
@@ -153,7 +168,7 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
   for (double x : rs.s) l += std::exp(x - m);
   for (size_t n = 0; n < rs.s.size(); ++n) {
     const double p = std::exp(rs.s[n] - m) / l;
-    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * v_value(g, f, t, b, h_kv, rs.js[n], d);
+    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * v_value(g, f, t, rs.kv, b, h_kv, rs.js[n], d);
   }
   for (double& x : r.o) x *= rs.descale_v;
   r.lse = m + std::log(l);
@@ -189,7 +204,7 @@ RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors&
       const float hi = static_cast<float>(decode_e4m3(encode_e4m3(x)));
       const double lo = p_terms == 2 ? decode_e4m3(encode_e4m3(static_cast<float>((x - hi) * 16.f))) / 16.0 : 0.0;
       const double p_held = (hi + lo) / 448.0;
-      for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * v_value(g, f, t, b, h_kv, rs.js[n], d);
+      for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * v_value(g, f, t, rs.kv, b, h_kv, rs.js[n], d);
     }
     m_run = m_new;
     first = last;

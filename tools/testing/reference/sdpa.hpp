@@ -49,7 +49,8 @@ inline int64_t offset_of(const TensorDesc& t, int64_t b, int64_t h, int64_t s, i
 
 // Sequence b on one side (Q/O/Stats, or K/V): the row of its first token in the side's tensors and its length
 // as the caller gave it (not clamped). Ragged (cu_seqlens): tokens cu[b] .. cu[b + 1] of [1, H, T, D]; padding:
-// rows 0 .. seq_len[b] of batch b; else rows 0 .. S of batch b.
+// rows seq_start[b] .. seq_start[b] + seq_len[b] of batch b (start 0 without seq_start); else rows 0 .. S of batch
+// b. The reference's row index i is the sequence's: row first + i of the tensor.
 struct SeqExtent {
   int64_t batch = 0;  // the tensor's dims[0] index: b, or 0 for a ragged side
   int64_t first = 0;  // the row (dims[2] index) of the sequence's first token
