@@ -12,8 +12,8 @@ int main() {
   fmt::print("A row is data: the matcher compares a graph's facts to each field in this order and reports the "
              "first that fails, with both values (`rime plan --explain`).\n\n");
   fmt::print("| row | arch | ops | Q/K/V | O formats | (D_qk, D_v) | masks | layouts | paged K/V | ragged | "
-             "starts | sink | Stats | Amax_S | Amax_O | split-KV | tiles |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+             "starts | softcap | sink | Stats | Amax_S | Amax_O | split-KV | tiles |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   for (const CapabilityRow& r : capability_rows()) {
     std::vector<std::string> ops, dtypes, dims, layouts, tiles, splits;
@@ -35,10 +35,10 @@ int main() {
       tiles.push_back(text);
     }
     for (int s : r.split_counts) splits.push_back(std::to_string(s));
-    fmt::print("| `{}` | sm_{}{}..sm_{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+    fmt::print("| `{}` | sm_{}{}..sm_{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                r.id, r.sm_lo, r.needs_arch_specific ? "a" : "", r.sm_hi, fmt::join(ops, ", "),
                fmt::join(dtypes, ", "), fmt::join(r.o_formats, ", "), fmt::join(dims, ", "),
-               fmt::join(r.masks, ", "), fmt::join(layouts, ", "), yn(r.paged_kv), yn(r.ragged), yn(r.seq_start), yn(r.sink), yn(r.stats), yn(r.amax_s),
+               fmt::join(r.masks, ", "), fmt::join(layouts, ", "), yn(r.paged_kv), yn(r.ragged), yn(r.seq_start), yn(r.softcap), yn(r.sink), yn(r.stats), yn(r.amax_s),
                yn(r.amax_o), r.split_kv_supported ? fmt::format("{{{}}}", fmt::join(splits, ", ")) : "no",
                tiles.empty() ? "-" : fmt::format("{}", fmt::join(tiles, "; ")));
   }

@@ -64,6 +64,9 @@ struct TileShape {
 
 struct SdpaAttributes {
   std::optional<float> attn_scale;     // default 1/sqrt(D_qk)
+  // Logit soft-capping (SPEC section 2; Gemma 2's 50, Grok's 30): s = c * tanh(s / c) before the masks, the sink and
+  // the max. Absent or 0: no capping.
+  std::optional<float> logit_softcap;
   bool generate_stats = false;         // must agree with a bound Stats output
   bool stats_log2 = false;             // Stats in log2 units instead of natural log
   bool causal = false;                 // keys right of the diagonal are masked (band right bound 0)
@@ -80,6 +83,7 @@ struct SdpaAttributes {
   std::optional<TileShape> tile;
 
   SdpaAttributes& set_attn_scale(float v) { attn_scale = v; return *this; }
+  SdpaAttributes& set_logit_softcap(float v) { logit_softcap = v; return *this; }
   SdpaAttributes& set_generate_stats(bool v) { generate_stats = v; return *this; }
   SdpaAttributes& set_stats_log2(bool v) { stats_log2 = v; return *this; }
   SdpaAttributes& set_causal(bool v, DiagonalAlignment a = DiagonalAlignment::TopLeft) {

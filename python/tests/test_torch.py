@@ -291,3 +291,17 @@ def test_each_generated_cuda_kernel_binds_every_graph_tensor_to_the_call_tensor_
     if not out_form:
         returned = [r for r in result if r.numel()]
         assert len(returned) == len(bound_outputs) and all(r is b for r, b in zip(returned, bound_outputs))
+
+
+def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_logit_softcap():
+    # One entry of the families' shared attribute list: every schema has it. No row serves capping yet, so a plan
+    # for it is NotSupported with each row's reason, never a silent uncapped kernel.
+    for name in OPS:
+        assert "float? softcap=None" in str(getattr(torch.ops.rime, name).default._schema)
+    q, kv = meta(1, 64, 8, 64), meta(1, 64, 2, 64)
+    with pytest.raises(rime.NotSupportedError) as e:
+        rime.torch.warmup("attention", q, kv, kv, causal=True, softcap=50.0, arch="sm_90a")
+    assert any("logit soft-capping (logit_softcap 50) not supported" in r for r in e.value.reasons)
+    with pytest.raises(rime.InvalidGraphError, match="logit_softcap -1 must be finite and >= 0"):
+        torch.ops.rime.attention(q, kv, kv, softcap=-1.0)
+    assert rime.torch.warmup("attention", q, kv, kv, softcap=0.0, arch="sm_90a").row  # 0: no capping, served

@@ -114,6 +114,7 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
     f.split_eligible = true;
   }
   f.attn_scale = effective_attn_scale(graph);
+  f.logit_softcap = a.logit_softcap.value_or(0.0f);
   f.pinned_split = a.split_kv;
   f.pinned_tile = a.tile;
   f.device = device;

@@ -94,7 +94,8 @@ bool operator==(const SdpaAttributes& a, const SdpaAttributes& b) {
     if (x.has_value() != y.has_value()) return false;
     return !x || *x == *y || (std::isnan(*x) && std::isnan(*y));
   };
-  return same_scale(a.attn_scale, b.attn_scale) && a.generate_stats == b.generate_stats &&
+  return same_scale(a.attn_scale, b.attn_scale) && same_scale(a.logit_softcap, b.logit_softcap) &&
+         a.generate_stats == b.generate_stats &&
          a.stats_log2 == b.stats_log2 && a.causal == b.causal && a.alignment == b.alignment &&
          a.window_left == b.window_left && a.band_right == b.band_right && a.padding_mask == b.padding_mask &&
          a.max_seqlen_q == b.max_seqlen_q && a.max_seqlen_kv == b.max_seqlen_kv && a.split_kv == b.split_kv &&

@@ -206,12 +206,14 @@ Status read_bindings(const json& j, const std::string& ptr, bool outputs, SdpaOp
 Status read_attributes(const json& j, const std::string& ptr, SdpaAttributes& a) {
   ObjectReader r(j, ptr);
   RIME_RETURN_IF_ERROR(r.start());
-  if (const json* v = r.find("attn_scale")) {
-    if (!v->is_number()) return json_error(r.at("attn_scale"), fmt::format("expected a number, found {}", type_name(*v)));
-    double d = v->get<double>();
+  for (auto [key, out] : {std::pair{"attn_scale", &a.attn_scale}, std::pair{"logit_softcap", &a.logit_softcap}}) {
+    const json* v = r.find(key);
+    if (!v) continue;
+    if (!v->is_number()) return json_error(r.at(key), fmt::format("expected a number, found {}", type_name(*v)));
+    const double d = v->get<double>();
     if (!(std::fabs(d) <= std::numeric_limits<float>::max()))
-      return json_error(r.at("attn_scale"), fmt::format("attn_scale {} does not fit in FP32", d));
-    a.attn_scale = static_cast<float>(d);
+      return json_error(r.at(key), fmt::format("{} {} does not fit in FP32", key, d));
+    *out = static_cast<float>(d);
   }
   RIME_RETURN_IF_ERROR(r.get_bool("generate_stats", a.generate_stats));
   RIME_RETURN_IF_ERROR(r.get_bool("stats_log2", a.stats_log2));
@@ -338,6 +340,7 @@ json to_json_value(const Graph& g) {
     const SdpaAttributes& a = op->attributes;
     json ja = json::object();
     if (a.attn_scale) ja["attn_scale"] = static_cast<double>(*a.attn_scale);
+    if (a.logit_softcap) ja["logit_softcap"] = static_cast<double>(*a.logit_softcap);
     if (a.generate_stats) ja["generate_stats"] = true;
     if (a.stats_log2) ja["stats_log2"] = true;
     if (a.causal) ja["causal"] = true;

@@ -84,6 +84,8 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
   if ((f.ragged_q || f.ragged_kv) && !row.ragged)
     return Decline{"ragged", fmt::format("ragged (THD) {} through cu_seqlens not supported",
                                          f.ragged_q && f.ragged_kv ? "Q and K/V" : f.ragged_q ? "Q" : "K/V")};
+  if (f.logit_softcap > 0 && !row.softcap)
+    return Decline{"softcap", fmt::format("logit soft-capping (logit_softcap {}) not supported", f.logit_softcap)};
   if ((f.seq_start_q || f.seq_start_kv) && !row.seq_start)
     return Decline{"seq_start", fmt::format("per-sequence starts ({}) not supported",
                                             f.seq_start_q && f.seq_start_kv ? "seq_start_q and seq_start_kv"

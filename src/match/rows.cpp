@@ -76,6 +76,7 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     r.paged_kv = j.value("paged_kv", false);
     r.ragged = j.value("ragged", false);
     r.seq_start = j.value("seq_start", false);
+    r.softcap = j.value("softcap", false);
     // true: also a 16-bit Q over FP8 K/V; "only": nothing else (a row whose kernel widens K/V to Q's type).
     if (j.contains("q16_over_fp8_kv") && j.at("q16_over_fp8_kv").is_string()) {
       if (j.at("q16_over_fp8_kv").get<std::string>() != "only")

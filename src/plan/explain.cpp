@@ -43,6 +43,9 @@ void print_facts(std::string& out, const Facts& f) {
       sides += fmt::format("{}K/V {} tokens (S_kv {} is max_seqlen_kv)", f.ragged_q ? "; " : "", f.T_kv, f.S_kv);
     out += fmt::format("  ragged    {} sequences through cu_seqlens: {}\n", f.B, sides);
   }
+  if (f.logit_softcap > 0)
+    out += fmt::format("  softcap   {} (each logit s becomes {} * tanh(s / {}) before masks and the sink)\n",
+                       f.logit_softcap, f.logit_softcap, f.logit_softcap);
   if (f.seq_start_q || f.seq_start_kv)
     out += fmt::format("  starts    {}{}{} (left padding: sequence b begins at its start, not at 0)\n",
                        f.seq_start_q ? "Q rows from seq_start_q" : "", f.seq_start_q && f.seq_start_kv ? ", " : "",

@@ -406,6 +406,10 @@ Status Checker::check_attributes() const {
   const SdpaAttributes& a = g_.op()->attributes;
   if (a.attn_scale && !std::isfinite(*a.attn_scale))
     return fail(at_attr("attn_scale"), fmt::format("attn_scale {} is not finite", *a.attn_scale));
+  if (a.logit_softcap && !(std::isfinite(*a.logit_softcap) && *a.logit_softcap >= 0))
+    return fail(at_attr("logit_softcap"),
+                fmt::format("logit_softcap {} must be finite and >= 0 (the cap c of c * tanh(s / c); 0: none)",
+                            *a.logit_softcap));
   const bool has_stats = t(Role::Stats) != nullptr;
   if (a.generate_stats && !has_stats)
     return fail(at_attr("generate_stats"), "generate_stats is true but no Stats output is bound");

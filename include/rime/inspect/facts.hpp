@@ -80,6 +80,7 @@ struct Facts {
   bool split_eligible = false;
   std::string split_ineligible_reason;  // empty when eligible
   float attn_scale = 1.0f;
+  float logit_softcap = 0.0f;  // the cap c of c * tanh(s / c); 0: none
   std::optional<int> pinned_split;
   std::optional<TileShape> pinned_tile;
   DeviceDesc device;

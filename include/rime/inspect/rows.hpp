@@ -41,6 +41,7 @@ struct CapabilityRow {
   bool needs_aligned16 = false;
   bool sink = false, stats = false, amax_s = false, amax_o = false;
   bool paged_kv = false;  // K/V as page pools through a page table (role page_table)
+  bool softcap = false;    // logit soft-capping (logit_softcap)
   bool seq_start = false;  // per-sequence starts (seq_start_q / seq_start_kv: left padding, SPEC section 2)
   bool ragged = false;    // ragged (THD) batches: token-major tensors through cu_seqlens_q / cu_seqlens_kv
   bool q16_over_fp8_kv = false;  // sdpa_fp8 with a FP16/BF16 Q over FP8 K/V (input_dtypes then name K/V's)

@@ -134,7 +134,8 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
       if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
       dot += qrow[d] * kv;
     }
-    out.s.push_back(scale * dot);
+    // SPEC section 2: soft-capping acts on the scaled logit, before the sink and the max.
+    out.s.push_back(f.logit_softcap > 0 ? f.logit_softcap * std::tanh(scale * dot / f.logit_softcap) : scale * dot);
     out.js.push_back(j);
   }
   return out;
