@@ -29,7 +29,8 @@
 namespace rime {
 
 namespace {
-// Version 2: the artifact records the decision and re-derives the rest (version 1 trusted its recorded sizes).
+// Version 3: the artifact records the decision, its consumer warpgroups included, and re-derives the rest (sizes,
+// grids, stages); another version is refused (docs/plan-json.md).
 constexpr int kPlanFormatVersion = 3;
 }  // namespace
 
