@@ -1,5 +1,6 @@
 // analyze -> match -> choose on the CPU: facts per example, every required decline with its message, and the
 // configuration the heuristics choose.
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -680,4 +681,52 @@ TEST_CASE("a row whose heuristics fail passes the graph to the next accepted row
                                      "has 4096"));
   CHECK(has(none.status().message(), "row sdpa_mma_fp8: no allowed tile fits in 4096 bytes of shared memory"));
   CHECK(has(none.status().message(), "row sdpa_mma_f16: op sdpa_fp8 not in {sdpa}"));
+}
+
+TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ragged]") {
+  Result<Graph> g = load_graph_file(test::data_path("bf16_ragged_prefill"));
+  REQUIRE(g.ok());
+  Result<Graph> back = graph_from_json(graph_to_json(g.value()));
+  REQUIRE(back.ok());
+  CHECK(back->op()->attributes == g->op()->attributes);
+  CHECK(back->op()->attributes.max_seqlen_kv == 128);
+  CHECK(back->operand(Role::CuSeqlensKv)->name == "cu_seqlens_kv");
+  Result<Facts> f = analyze(g.value(), DeviceDesc::h200());
+  REQUIRE(f.ok());
+  CHECK(f->S_kv == 128);
+  CHECK(f->T_kv == 300);
+  CHECK_FALSE(f->decode);
+  // One new token per sequence (max_seqlen_q 1) is a decode, whatever the token count.
+  nlohmann::json doc = nlohmann::json::parse(graph_to_json(g.value()));
+  doc["op"]["attributes"]["max_seqlen_q"] = 1;
+  Result<Graph> one = graph_from_json(doc.dump());
+  REQUIRE(one.ok());
+  Result<Facts> one_f = analyze(one.value(), DeviceDesc::h200());
+  REQUIRE(one_f.ok());
+  CHECK(one_f->decode);
+  CHECK(one_f->S_q == 1);
+  // The mma.sync and warp-specialized rows serve ragged graphs; the rows that do not say so.
+  int accepted = 0;
+  for (const RowVerdict& v : match(f.value())) {
+    INFO(v.row_id << ": " << v.reason);
+    accepted += v.accepted;
+    if (v.row_id == "sdpa_mma_f16" || v.row_id == "sdpa_sm90_f16") CHECK(v.accepted);
+  }
+  CHECK(accepted == 2);
+  nlohmann::json fp8 = nlohmann::json::parse(test::read_text(test::example_path("fp8_ragged_prefill")));
+  Result<Graph> fg = graph_from_json(fp8.dump());
+  REQUIRE(fg.ok());
+  Result<Facts> ff = analyze(fg.value(), DeviceDesc::h200());
+  REQUIRE(ff.ok());
+  for (const RowVerdict& v : match(ff.value())) {
+    INFO(v.row_id << ": " << v.reason);
+    if (v.row_id == "sdpa_mma_fp8" || v.row_id == "sdpa_sm90_fp8") CHECK(v.accepted);
+  }
+  // A row without `ragged` declines them, naming the field.
+  CapabilityRow no_ragged = *std::find_if(capability_rows().begin(), capability_rows().end(),
+                                          [](const CapabilityRow& r) { return r.id == "sdpa_sm90_fp8"; });
+  no_ragged.ragged = false;
+  const RowVerdict declined = match_row(no_ragged, ff.value());
+  CHECK(declined.field == "ragged");
+  CHECK(declined.reason == "row sdpa_sm90_fp8: ragged (THD) Q and K/V through cu_seqlens not supported");
 }
