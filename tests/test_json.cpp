@@ -157,6 +157,36 @@ TEST_CASE("hostile documents are refused with InvalidJson, never a crash", "[jso
   }
 }
 
+TEST_CASE("an unknown key is refused at every level of the document, at its pointer", "[json]") {
+  // A misspelled attribute or knob must not be a silent default: each object of the format lists what it takes.
+  const std::string text = test::read_text(test::example_path("fp8_prefill"));
+  const std::pair<const char*, const char*> places[] = {
+      {"", "/bogus"},
+      {"/tensors/0", "/tensors/0/bogus"},
+      {"/op", "/op/bogus"},
+      {"/op/attributes", "/op/attributes/bogus"},
+      {"/op/knobs", "/op/knobs/bogus"},
+      {"/op/knobs/tile", "/op/knobs/tile/bogus"},
+  };
+  for (const auto& [object, pointer] : places) {
+    INFO(pointer);
+    nlohmann::json doc = nlohmann::json::parse(text);
+    doc["op"]["knobs"] = {{"tile", {{"q", 64}, {"kv", 64}}}};
+    doc[nlohmann::json::json_pointer(object)]["bogus"] = 1;
+    Result<Graph> g = graph_from_json(doc.dump());
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == StatusCode::InvalidJson);
+    CHECK(g.status().location() == pointer);
+    CHECK(g.status().message().find("unknown field 'bogus'") != std::string::npos);
+  }
+  nlohmann::json doc = nlohmann::json::parse(text);
+  doc["op"]["inputs"]["bogus"] = 1;  // an operand slot: an unknown role
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().location() == "/op/inputs/bogus");
+  CHECK(g.status().message().find("unknown input 'bogus'") != std::string::npos);
+}
+
 TEST_CASE("load_graph_file refuses missing, special and oversized files", "[json]") {
   CHECK(load_graph_file("/nonexistent/graph.json").status().code() == StatusCode::InvalidJson);
   CHECK(load_graph_file("/").status().message().find("not a regular file") != std::string::npos);

@@ -136,6 +136,13 @@ TEST_CASE("required declines explain themselves", "[match]") {
     auto vs = match(f);
     CHECK(verdict_of(vs, "sdpa_mma_fp8").reason == "row sdpa_mma_fp8: arch sm_80 not in [sm_89, sm_120]");
     CHECK(choose(f, vs).status().code() == StatusCode::NotSupported);
+    // Both bounds: the Hopper rows stop at sm_90, the mma.sync rows at sm_120.
+    Facts blackwell = facts_of(example_json("fp8_decode_gqa"), DeviceDesc::from_arch("sm_100a", 148).value());
+    CHECK(verdict_of(match(blackwell), "sdpa_sm90_fp8").reason ==
+          "row sdpa_sm90_fp8: arch sm_100a not in [sm_90, sm_90]");
+    CHECK(verdict_of(match(blackwell), "sdpa_mma_fp8").accepted);
+    Facts beyond = facts_of(example_json("fp8_decode_gqa"), DeviceDesc::from_arch("sm_121", 48).value());
+    CHECK(verdict_of(match(beyond), "sdpa_mma_fp8").reason == "row sdpa_mma_fp8: arch sm_121 not in [sm_89, sm_120]");
   }
   SECTION("a pinned split outside the row's domain") {
     json doc = example_json("fp8_decode_gqa");
