@@ -255,6 +255,10 @@ def test_each_generated_cuda_kernel_binds_every_graph_tensor_to_the_call_tensor_
     # recorded instead of made. Every graph tensor must bind the call's tensor of its slot (dtype and element count,
     # an FP4 O held as bytes counted in pairs), or a constant; the functional form's outputs are what it binds as
     # outputs; a second call of the shape class plans nothing.
+    check_generated_binding(name, args, kwargs)
+
+
+def check_generated_binding(name, args, kwargs):
     from rime.torch import _FAMILY_OF, _plans
     family, out_form = _FAMILY_OF[name]
     made, launched = [], []
@@ -280,8 +284,9 @@ def test_each_generated_cuda_kernel_binds_every_graph_tensor_to_the_call_tensor_
             assert t["name"] in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "seq_len_q")
             continue
         argument = {"Q": ("q",), "K": ("k", "k_cache"), "V": ("v", "v_cache"), "O": ("out", "codes"),
-                    "Stats": ("lse",), "page_table": ("block_table",), "seq_len_kv": ("seq_lens",),
-                    "seq_len_q": ("seq_lens_q",), "cu_seqlens_kv": ("cu_seqlens_k",)}.get(t["name"], (t["name"],))
+                    "Stats": ("lse",), "page_table": ("block_table",), "seq_len_kv": ("seq_lens", "seq_lens_k"),
+                    "seq_len_q": ("seq_lens_q",), "cu_seqlens_kv": ("cu_seqlens_k",),
+                    "seq_start_q": ("seq_starts_q",), "seq_start_kv": ("seq_starts_k",)}.get(t["name"], (t["name"],))
         assert family.tensor_names[index] in argument, (t["name"], family.tensor_names[index])
         x = tensors[index]
         assert x is not None, t["name"]
@@ -305,3 +310,27 @@ def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_l
     with pytest.raises(rime.InvalidGraphError, match="logit_softcap -1 must be finite and >= 0"):
         torch.ops.rime.attention(q, kv, kv, softcap=-1.0)
     assert rime.torch.warmup("attention", q, kv, kv, softcap=0.0, arch="sm_90a").row  # 0: no capping, served
+
+
+def test_the_dense_operator_takes_per_sequence_lengths_and_starts():
+    # A padded batch or a static cache's filled part: seq_lens_q / seq_lens_k [B] int32 on the device (a CUDA-graph
+    # replay reads their current values), one plan for the shape class whatever the lengths. A side given none holds
+    # its full length. Starts (left padding) need their side's lengths; no engine serves them yet.
+    q, kv = meta(2, 1, 8, 128), meta(2, 4096, 2, 128)  # a decode step over a cache of capacity 4096
+    lens = meta(2, dtype=torch.int32)
+    plan = rime.torch.warmup("attention", q, kv, kv, seq_lens_k=lens, causal=True, arch="sm_90a")
+    assert "padding" in plan.explain()
+    graph = {t["name"]: t for t in plan.graph.tensors}
+    assert graph["seq_len_kv"]["dims"] == [2] and graph["seq_len_q"]["dims"] == [2]  # Q's side: full, a constant
+    check_generated_binding("attention", (q, kv, kv), dict(seq_lens_q=lens, seq_lens_k=lens, causal=True))
+    out, _ = torch.ops.rime.attention(q, kv, kv, seq_lens_k=lens)  # the fake kernel
+    assert out.shape == (2, 1, 8, 128)
+    with pytest.raises(rime.NotSupportedError) as e:
+        rime.torch.warmup("attention", q, kv, kv, seq_lens_k=lens, seq_lens_q=lens, seq_starts_k=lens, arch="sm_90a")
+    assert any("per-sequence starts (seq_start_kv) not supported" in r for r in e.value.reasons)
+    with pytest.raises(rime.InvalidArgumentError, match="seq_starts_k: given without seq_lens_k"):
+        torch.ops.rime.attention(q, kv, kv, seq_starts_k=lens)
+    with pytest.raises(rime.InvalidArgumentError, match=r"seq_lens_k: dim 0 \(B\) is 3, q's is 2"):
+        torch.ops.rime.attention(q, kv, kv, seq_lens_k=meta(3, dtype=torch.int32))
+    with pytest.raises(rime.InvalidArgumentError, match="seq_lens_k: torch.int64"):
+        torch.ops.rime.attention(q, kv, kv, seq_lens_k=meta(2, dtype=torch.int64))

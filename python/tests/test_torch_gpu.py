@@ -118,6 +118,53 @@ def test_a_side_stream_is_the_current_stream_of_the_call():
     assert torch.equal(out, want)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense_attention_with_per_sequence_lengths(causal):
+    # A right-padded batch: sequence b is rows [0, seq_lens_q[b]) of Q and [0, seq_lens_k[b]) of K and V; each
+    # sequence against the reference of its own rows (bottom-right causal per sequence), rows past a length O = 0.
+    lens_q, lens_k = [300, 17, 0, 256], [300, 200, 64, 1]
+    q = torch.randn(4, 300, 8, 128, device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(4, 300, 2, 128, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    sq, sk = (torch.tensor(x, device=DEV, dtype=torch.int32) for x in (lens_q, lens_k))
+    out = poisoned((4, 300, 8, 128), torch.bfloat16)
+    torch.ops.rime.attention_out(q, k, v, out, seq_lens_q=sq, seq_lens_k=sk, causal=causal)
+    for b, (lq, lk) in enumerate(zip(lens_q, lens_k)):
+        assert torch.equal(out[b, lq:], torch.zeros_like(out[b, lq:])), b
+        if lq:
+            want, _ = reference(q[b:b + 1, :lq], k[b:b + 1, :lk], v[b:b + 1, :lk], causal)
+            assert rel_l2(out[b:b + 1, :lq], want) < 1e-2, b
+
+
+def test_a_static_cache_decodes_every_step_with_one_plan_and_replays_new_lengths():
+    # A fixed-capacity cache (transformers' StaticCache): K/V [B, capacity, H_kv, D], seq_lens_k the filled part.
+    # Every step is one shape class (one plan), and a captured CUDA graph replays new lengths from the same buffer.
+    B, cap = 3, 1024
+    kc, vc = (torch.randn(B, cap, 2, 128, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    q = torch.randn(B, 1, 8, 128, device=DEV, dtype=torch.bfloat16)
+    lens = torch.tensor([1, 500, cap], device=DEV, dtype=torch.int32)
+    out = torch.empty(B, 1, 8, 128, device=DEV, dtype=torch.bfloat16)
+    rime.torch.attention_out(q, kc, vc, out, seq_lens_k=lens, causal=True)
+    plans = rime.torch.plan_count()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        torch.ops.rime.attention_out(q, kc, vc, out, seq_lens_k=lens, causal=True)
+    for step in range(4):
+        lens.copy_(torch.randint(1, cap + 1, (B,), device=DEV, dtype=torch.int32))
+        q.copy_(torch.randn_like(q))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for b, lk in enumerate(lens.tolist()):
+            want, _ = reference(q[b:b + 1], kc[b:b + 1, :lk], vc[b:b + 1, :lk], True)
+            assert rel_l2(out[b:b + 1], want) < 1e-2, (step, b)
+        eager = torch.empty_like(out)
+        rime.torch.attention_out(q, kc, vc, eager, seq_lens_k=lens, causal=True)
+        assert torch.equal(out, eager)
+    assert rime.torch.plan_count() == plans
+
+
 # ---- ragged -------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, F8])

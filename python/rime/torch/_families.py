@@ -130,20 +130,46 @@ def _int32(c, name, layout):
 
 # ---- attention: dense -----------------------------------------------------------------------------------------------
 
+def _sequences(g, c, device):
+    """Per-sequence lengths and starts of a dense call (SPEC section 2): seq_lens_q / seq_lens_k [B] int32 (a padded
+    batch, a static cache's filled part), seq_starts_q / seq_starts_k [B] int32 (left padding). A side given no
+    lengths holds full ones, a constant of the shape class. Returns the graph's fields: padding_mask when any is
+    given."""
+    lens_q, lens_k, starts_q, starts_k = c.seq_lens_q, c.seq_lens_k, c.seq_starts_q, c.seq_starts_k
+    if lens_q is None and lens_k is None and starts_q is None and starts_k is None:
+        return {}
+    for start, lens in (("seq_starts_q", "seq_lens_q"), ("seq_starts_k", "seq_lens_k")):
+        if getattr(c, start) is not None and getattr(c, lens) is None:
+            raise InvalidArgumentError(f"{start}: given without {lens}; sequence b's positions are [start, start + "
+                                       "length)")
+    B, S_q, S_kv = c.q.shape[0], c.q.shape[1], c.k.shape[1]
+    for role, name, t, full in (("seq_len_q", "seq_lens_q", lens_q, S_q), ("seq_len_kv", "seq_lens_k", lens_k, S_kv),
+                                ("seq_start_q", "seq_starts_q", starts_q, None),
+                                ("seq_start_kv", "seq_starts_k", starts_k, None)):
+        if t is not None:
+            _int32(c, name, "B")
+            g.tensor(role, name, t.shape, t.stride(), t.dtype)
+        elif full is not None:  # the side's full length for every sequence
+            g.constant(role, constant(device, "lengths", full, B), [B], "INT32")
+    return {"padding_mask": True}
+
+
 def _dense_graph(g, c, device):
     kind = _inputs(g, c, ("q", "k", "v"), (_bshd(c.q), _bshd(c.k), _bshd(c.v)), c.q.shape[0], device)
     _bshd_outputs(g, c)
-    return kind, _attributes(c)
+    return kind, {**_sequences(g, c, device), **_attributes(c)}
 
 
 ATTENTION = Family(
     "attention",
     inputs="Tensor q, Tensor k, Tensor v",
     outputs="Tensor out, Tensor? lse=None",
-    optional=f"{_SCALES}, Tensor? sink=None",
+    optional=f"{_SCALES}, Tensor? sink=None, Tensor? seq_lens_q=None, Tensor? seq_lens_k=None, "
+             "Tensor? seq_starts_q=None, Tensor? seq_starts_k=None",
     attributes=_MASK,
     allocating=_ALLOCATING,
-    layouts={**_DENSE_LAYOUTS, "out": "B S_q H_q D_v", "lse": "B H_q S_q"},
+    layouts={**_DENSE_LAYOUTS, "out": "B S_q H_q D_v", "lse": "B H_q S_q", "seq_lens_q": "B", "seq_lens_k": "B",
+             "seq_starts_q": "B", "seq_starts_k": "B"},
     qkv=("q", "k", "v"),
     graph=_dense_graph,
     allocate=(_bshd_allocate, ("q", "v", "out_dtype", "return_lse")),
