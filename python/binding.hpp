@@ -1,6 +1,6 @@
-// What the binding's areas share (python/module.cpp is the entry; one file per area): the status carried to
-// Python's exceptions, device and option arguments, and the one path from a caller's buffers to an execute
-// (buffers.cpp). Only rime's public headers are included.
+// What the binding's areas share (module.cpp is the entry, one file per area below): the status carried to
+// Python's exceptions and the device and option arguments (arguments.cpp), and the one path from a caller's buffers
+// to an execute (buffers.cpp). Only rime's public headers are included (tests/test_layering.cpp checks it).
 #pragma once
 
 #include <Python.h>
