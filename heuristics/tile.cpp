@@ -84,9 +84,10 @@ double causal_row_tile_cost(const CausalGrid& g, int sm_count, const RowTileOpti
 
 int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   const int64_t by_smem = smem_per_sm / (smem_bytes + 1024);
+  // Registers at the 255 a thread may hold bind before the SM's 64 warps ever do (65536 / (256 t) < 64 / (t / 32)
+  // for every t of at least a warp), and the 32-CTA limit before both for small CTAs.
   const int64_t by_regs = 65536 / (int64_t{std::max(threads, 1)} * 256);
-  const int64_t by_warps = 64 / std::max<int64_t>(1, threads / 32);
-  return static_cast<int>(std::max<int64_t>(1, std::min({by_smem, by_regs, by_warps, int64_t{32}})));
+  return static_cast<int>(std::max<int64_t>(1, std::min({by_smem, by_regs, int64_t{32}})));
 }
 
 TileChoice choose_tile(const TileProblem& p) {

@@ -70,6 +70,15 @@ TEST_CASE("split counts the row does not allow are not candidates", "[heuristics
   CHECK(c.split == 4);
 }
 
+TEST_CASE("split 1 is always a candidate, also where the row's counts do not list it", "[heuristics]") {
+  // The unsplit launch needs no combine: a row wired for {4, 8} can still run unsplit, and a prefill of many CTAs
+  // should (the worked example's S_kv with 512 CTAs a split: every split only adds waves).
+  SplitChoice c = choose_split_kv({512, 16, 512 * 128, 132, {4, 8}});
+  REQUIRE_FALSE(c.candidates.empty());
+  CHECK(c.candidates.front().split == 1);
+  CHECK(c.split == 1);
+}
+
 TEST_CASE("with per-sequence lengths the largest split within the slack wins", "[heuristics]") {
   // The paged decode bench row: B64 H32/8 S_kv 32768 in 32-key tiles, one-warp CTAs 8 per SM on 132 SMs.
   SplitProblem p{512, 1024, 64 * 32, 132, kPow2, 8};

@@ -3,7 +3,8 @@
 CPU tests, and list the bugs no test caught (the survivors). Not part of CI: each mutation costs an incremental
 rebuild and a test run (about two minutes on a 2-core machine for the whole ctest suite).
 
-    tools/mutate/mutate.py [--build build] [--sample N] [--seed S] [--ctest-args ...] [--list] PATH...
+    tools/mutate/mutate.py [--build build] [--sample N] [--seed S] [--site PATH:LINE] [--ctest-args ...] [--list]
+                           PATH...
 
 PATH: source files or folders (their .cpp / .hpp files). The mutations, one per candidate site:
   boundary      <  <=  >  >=  flipped to their neighbour (a flipped boundary comparison)
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--ctest-args", default="-j2 -LE gpu", help="arguments to ctest (default: -j2 -LE gpu)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per build or test run")
     ap.add_argument("--list", action="store_true", help="list the sites and stop")
+    ap.add_argument("--site", action="append", default=[],
+                    help="only the mutations of this line, PATH:LINE (repeatable): to re-run survivors")
     args = ap.parse_args()
 
     files = []
@@ -116,6 +119,9 @@ def main():
         p = (ROOT / p).resolve()
         files += sorted(x for x in p.rglob("*") if x.suffix in (".cpp", ".hpp")) if p.is_dir() else [p]
     candidates = [s for f in files for s in sites(f)]
+    if args.site:
+        wanted = {(str((ROOT / w.rsplit(":", 1)[0]).resolve()), int(w.rsplit(":", 1)[1])) for w in args.site}
+        candidates = [s for s in candidates if (str(s[0]), s[1]) in wanted]
     if args.sample and args.sample < len(candidates):
         candidates = random.Random(args.seed).sample(candidates, args.sample)
         candidates.sort(key=lambda s: (str(s[0]), s[1]))
