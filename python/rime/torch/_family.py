@@ -141,8 +141,8 @@ class Family:
 
     def source(self, out_form, fake):
         """The Python source of one form's kernel (the CUDA kernel, or with `fake` the fake kernel), with the form's
-        own signature: binding arguments by name in generated code costs nothing per call, where a generic
-        *args/**kwargs binder cost microseconds of an eager call's host time."""
+        own signature: Python binds the arguments (0.13 us a call on a 2-core CPU machine), where binding them through
+        inspect.Signature took 12.5 us, about an eager call's whole host cost (docs/python.md)."""
         op = self.ops()[out_form]
         signature = ", ".join("*" if p is None else p.python() for p in self.parameters(out_form))
         values = ", ".join(self.names) + ","
