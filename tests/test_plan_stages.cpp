@@ -10,6 +10,7 @@
 #include "heuristics/tile.hpp"
 #include "rime/inspect/config.hpp"
 #include "rime/json.hpp"
+#include "row_declines.hpp"
 #include "test_paths.hpp"
 
 using namespace rime;
@@ -160,8 +161,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     json doc = example_json("fp8_decode_gqa");
     doc["op"]["knobs"] = {{"split_kv", 4}};
     Facts f = facts_of(doc);
-    CapabilityRow row = *std::find_if(capability_rows().begin(), capability_rows().end(),
-                                      [](const CapabilityRow& r) { return r.id == "sdpa_mma_fp8"; });
+    CapabilityRow row = test::row_of("sdpa_mma_fp8");
     row.split_kv_supported = false;
     CHECK(match_row(row, f).reason == "row sdpa_mma_fp8: split_kv 4 is pinned and the row is not wired for split");
   }
@@ -730,8 +730,7 @@ TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ra
     if (v.row_id == "sdpa_mma_fp8" || v.row_id == "sdpa_sm90_fp8") CHECK(v.accepted);
   }
   // A row without `ragged` declines them, naming the field.
-  CapabilityRow no_ragged = *std::find_if(capability_rows().begin(), capability_rows().end(),
-                                          [](const CapabilityRow& r) { return r.id == "sdpa_sm90_fp8"; });
+  CapabilityRow no_ragged = test::row_of("sdpa_sm90_fp8");
   no_ragged.ragged = false;
   const RowVerdict declined = match_row(no_ragged, ff.value());
   CHECK(declined.field == "ragged");

@@ -11,6 +11,7 @@
 #include "catch.hpp"
 #include "graph/geometry.hpp"
 #include "graph_builder.hpp"
+#include "row_declines.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/inspect/rows.hpp"
 #include "rime/json.hpp"
@@ -125,19 +126,8 @@ TEST_CASE("starts round-trip through JSON, show in the facts and the explanation
   none.starts_q = none.starts_kv = false;
   Result<Facts> without = analyze(left_padded(none), DeviceDesc::h200());
   REQUIRE(without.ok());
-  int serving = 0;
-  for (const RowVerdict& v : match(without.value())) {
-    if (!v.accepted) continue;
-    ++serving;
-    const auto& rows = capability_rows();
-    const auto row = std::find_if(rows.begin(), rows.end(), [&](const CapabilityRow& r) { return r.id == v.row_id; });
-    REQUIRE(row != rows.end());
-    const RowVerdict with = match_row(*row, f.value());
-    INFO(v.row_id);
-    CHECK_FALSE(with.accepted);
-    CHECK(with.field == "seq_start");
-    CHECK(with.reason.find("per-sequence starts (seq_start_q and seq_start_kv) not supported") != std::string::npos);
-  }
+  const int serving = test::rows_declining(without.value(), f.value(), "seq_start",
+                                           "per-sequence starts (seq_start_q and seq_start_kv) not supported");
   CHECK(serving >= 2);  // the mma.sync and the Hopper 16-bit rows
   for (const RowVerdict& v : match(f.value())) CHECK_FALSE(v.accepted);
   Result<Explanation> e = explain(g);

@@ -9,6 +9,7 @@
 #include "catch.hpp"
 #include "graph/geometry.hpp"
 #include "graph_builder.hpp"
+#include "row_declines.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/inspect/rows.hpp"
 #include "rime/json.hpp"
@@ -76,19 +77,8 @@ TEST_CASE("logit_softcap round-trips through JSON, shows in the facts and the ex
   CHECK(f->logit_softcap == 50.0f);
   CHECK(plain->logit_softcap == 0.0f);
   CHECK(analyze(capped(0.0f), DeviceDesc::h200())->logit_softcap == 0.0f);  // 0: no capping
-  int serving = 0;
-  for (const RowVerdict& v : match(plain.value())) {
-    if (!v.accepted) continue;
-    ++serving;
-    const auto& rows = capability_rows();
-    const auto row = std::find_if(rows.begin(), rows.end(), [&](const CapabilityRow& r) { return r.id == v.row_id; });
-    REQUIRE(row != rows.end());
-    const RowVerdict with = match_row(*row, f.value());
-    INFO(v.row_id);
-    CHECK_FALSE(with.accepted);
-    CHECK(with.field == "softcap");
-    CHECK(with.reason.find("logit soft-capping (logit_softcap 50) not supported") != std::string::npos);
-  }
+  const int serving =
+      test::rows_declining(plain.value(), f.value(), "softcap", "logit soft-capping (logit_softcap 50) not supported");
   CHECK(serving >= 1);
   Result<Explanation> e = explain(g);
   REQUIRE(e.ok());
