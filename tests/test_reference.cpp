@@ -1,5 +1,7 @@
 // The CPU reference: conversions against known bit patterns, the block-scaled quantizers against hand-computed
 // blocks, the F8_128x4 index, and split-KV: combining k partials equals the unsplit reference.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +17,7 @@
 #include "testing/reference/sdpa.hpp"
 #include "rime/json.hpp"
 #include "rime/inspect/rows.hpp"
+#include "testing/tolerances.hpp"
 #include "testing/trial.hpp"
 #include "block_scaled_graph.hpp"
 #include "paged_gather.hpp"
@@ -611,7 +614,7 @@ TEST_CASE("a 16-bit O of an FP8 graph meets the element rule and relative L2 und
   CHECK(four.elements_outside == 0);
   CHECK_FALSE(four.passed);
   REQUIRE_FALSE(four.failures.empty());
-  CHECK(four.failures.back().find(">= 3e-2 (a 16-bit O of an FP8 graph)") != std::string::npos);
+  CHECK(four.failures.back().find(">= 0.03 (a 16-bit O of an FP8 graph)") != std::string::npos);
 }
 
 // What a correct block-scaled kernel writes, from the reference and its quantizers, then broken four ways.
@@ -989,5 +992,36 @@ TEST_CASE("a 16-bit Q over FP8 K/V is valid and referenced, served by the mma.sy
     const RowResult c = attention_row(fp8.value(), ff.value(), in.tensors, b, h, i);
     CHECK(a.lse == c.lse);
     CHECK(a.o == c.o);
+  }
+}
+
+TEST_CASE("docs/testing.md states the tolerances the output check applies", "[reference][check][docs]") {
+  // One source: tools/testing/tolerances.hpp. Each value must appear in the docs' Tolerances section where it is
+  // stated (the section read as one line, so that wrapping does not matter).
+  namespace tol = testing::tolerance;
+  const std::string doc = test::read_text(test::source_dir() + "/docs/testing.md");
+  const size_t from = doc.find("## Tolerances"), to = doc.find("\n## ", from + 1);
+  REQUIRE(from != std::string::npos);
+  std::string section;
+  for (char c : doc.substr(from, to - from)) section += c == '\n' ? ' ' : c;
+  auto g = [](double v) {  // 0.08, 0.125, 1e-5 (fmt's 1e-05 without the exponent's leading zero)
+    std::string s = fmt::format("{:g}", v);
+    const size_t e = s.find("e-0");
+    return e == std::string::npos ? s : s.erase(e + 2, 1);
+  };
+  const std::string statements[] = {
+      fmt::format("atol + {} |O_ref| with atol {} ({} for an E5M2 O)", g(tol::kFp8Rtol), g(tol::kFp8Atol),
+                  g(tol::kE5m2OAtol)),
+      fmt::format("at most {} of the elements outside", g(tol::kOutsideFraction)),
+      fmt::format("within relative L2 {} of the reference", g(tol::kFp8Graph16BitORelL2)),
+      fmt::format("checked by relative L2 under {}", g(tol::k16BitRelL2)),
+      fmt::format("|Stats - ref| <= {} + {} |ref|", g(tol::kLseAtol), g(tol::kLseRtol)),
+      fmt::format("Amax_S within {} + {} relative", g(tol::kAmaxSAtol), g(tol::kAmaxSRtol)),
+      fmt::format("{} steps of the reference block's grid", tol::kBlockScaledGridSteps),
+      fmt::format("own quantization error plus {}", g(tol::kBlockScaledRelL2Slack)),
+  };
+  for (const std::string& s : statements) {
+    INFO(s);
+    CHECK(section.find(s) != std::string::npos);
   }
 }

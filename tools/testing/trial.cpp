@@ -17,6 +17,7 @@
 #include "testing/cuda_api.hpp"
 #include "testing/reference/block_scale.hpp"
 #include "testing/reference/formats.hpp"
+#include "testing/tolerances.hpp"
 
 namespace rime::testing {
 namespace {
@@ -534,7 +535,8 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   const double scale_o = fp8_out && g.operand(Role::ScaleO)
                              ? load_element(DataType::FP32, inputs.tensors.at(g.operand(Role::ScaleO)->uid).data(), 0)
                              : 1.0;
-  const double atol = o.dtype == DataType::FP8_E5M2 ? 0.125 : 0.08, rtol = 0.2;
+  namespace tol = tolerance;
+  const double atol = o.dtype == DataType::FP8_E5M2 ? tol::kE5m2OAtol : tol::kFp8Atol, rtol = tol::kFp8Rtol;
   double err2 = 0, ref2 = 0, amax_ref = 0, amax_s_ref = 0;
   double quant_err2 = 0;      // block-scaled O: the reference's own quantization error, the floor of err2
   int64_t sf_off_by_more = 0;  // block scales more than one step from the reference's
@@ -578,7 +580,7 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
         }
         const double s = rblk.dec > 0 ? rblk.dec : 1e-30;
         const double step = s * grid_step(f.o_block_scale, want * scale_o / s);
-        elem_atol = std::max(atol, 3 * step / scale_o);
+        elem_atol = std::max(atol, tol::kBlockScaledGridSteps * step / scale_o);
         const double q = rblk.dequantized[static_cast<size_t>(d % f.o_block_scale)] / scale_o;
         quant_err2 += (q - want) * (q - want);
       }
@@ -610,7 +612,8 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
       const bool both_neg_inf = std::isinf(got) && got < 0 && std::isinf(lse) && lse < 0;
       if (!both_neg_inf) {
         const double e = std::fabs(got - lse);
-        if (!(e <= 2e-2 + 1e-3 * std::fabs(lse))) fail(fmt::format("Stats[{},{},{}] = {} vs reference {}", b, h, i, got, lse));
+        if (!(e <= tol::kLseAtol + tol::kLseRtol * std::fabs(lse)))
+          fail(fmt::format("Stats[{},{},{}] = {} vs reference {}", b, h, i, got, lse));
         if (std::isfinite(e)) rep.lse_max_abs_err = std::max(rep.lse_max_abs_err, e);
       }
     }
@@ -622,23 +625,24 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
     // may be more than one code of its type from the reference block's.
     const double quant_rel = ref2 > 0 ? std::sqrt(quant_err2 / ref2) : 0.0;
     rep.quant_rel_l2 = quant_rel;
-    if (!(rep.o_rel_l2 <= quant_rel + 0.05))
-      fail(fmt::format("block-scaled O relative L2 error {:.4f} > the reference's own quantization error {:.4f} + 0.05",
-                       rep.o_rel_l2, quant_rel));
+    if (!(rep.o_rel_l2 <= quant_rel + tol::kBlockScaledRelL2Slack))
+      fail(fmt::format("block-scaled O relative L2 error {:.4f} > the reference's own quantization error {:.4f} + {}",
+                       rep.o_rel_l2, quant_rel, tol::kBlockScaledRelL2Slack));
     if (sf_off_by_more) fail(fmt::format("{} sf_o block scales are more than one code from the reference's", sf_off_by_more));
   }
   if (fp8_criterion) {
     // SPEC section 10: at most 1e-5 of the elements outside atol + rtol * |ref|.
-    if (static_cast<double>(rep.elements_outside) > 1e-5 * static_cast<double>(rep.elements_checked))
+    if (static_cast<double>(rep.elements_outside) > tol::kOutsideFraction * static_cast<double>(rep.elements_checked))
       fail(fmt::format("{} of {} O elements outside the FP8 tolerance", rep.elements_outside, rep.elements_checked));
     else
       rep.failures.erase(std::remove_if(rep.failures.begin(), rep.failures.end(),
                                         [](const std::string& s) { return s.rfind("O[", 0) == 0; }),
                          rep.failures.end());
-    if (!fp8_out && !(rep.o_rel_l2 < 3e-2))
-      fail(fmt::format("O relative L2 error {:.3g} >= 3e-2 (a 16-bit O of an FP8 graph)", rep.o_rel_l2));
-  } else if (!(rep.o_rel_l2 < 1e-2)) {
-    fail(fmt::format("O relative L2 error {:.3g} >= 1e-2", rep.o_rel_l2));
+    if (!fp8_out && !(rep.o_rel_l2 < tol::kFp8Graph16BitORelL2))
+      fail(fmt::format("O relative L2 error {:.3g} >= {} (a 16-bit O of an FP8 graph)", rep.o_rel_l2,
+                       tol::kFp8Graph16BitORelL2));
+  } else if (!(rep.o_rel_l2 < tol::k16BitRelL2)) {
+    fail(fmt::format("O relative L2 error {:.3g} >= {}", rep.o_rel_l2, tol::k16BitRelL2));
   }
   rep.passed = rep.failures.empty();
 
@@ -646,15 +650,15 @@ TrialReport check_outputs(const Graph& g, const Facts& f, const TrialInputs& inp
   if (const TensorDesc* a = g.operand(Role::AmaxO)) {
     rep.amax_o_gpu = load_element(DataType::FP32, rep.outputs[a->uid].data(), 0);
     rep.amax_o_ref = amax_ref;
-    const double tol = atol + rtol * amax_ref;
-    if (!(std::fabs(rep.amax_o_gpu - amax_ref) <= tol) && (all_rows || rep.amax_o_gpu < amax_ref - tol))
+    const double bound = atol + rtol * amax_ref;
+    if (!(std::fabs(rep.amax_o_gpu - amax_ref) <= bound) && (all_rows || rep.amax_o_gpu < amax_ref - bound))
       fail(fmt::format("Amax_O {} vs reference {}{}", rep.amax_o_gpu, amax_ref, all_rows ? "" : " (sampled rows)"));
   }
   if (const TensorDesc* a = g.operand(Role::AmaxS)) {
     rep.amax_s_gpu = load_element(DataType::FP32, rep.outputs[a->uid].data(), 0);
     rep.amax_s_ref = amax_s_ref;
-    const double tol = 1e-3 + 1e-2 * amax_s_ref;
-    if (!(std::fabs(rep.amax_s_gpu - amax_s_ref) <= tol) && (all_rows || rep.amax_s_gpu < amax_s_ref - tol))
+    const double bound = tol::kAmaxSAtol + tol::kAmaxSRtol * amax_s_ref;
+    if (!(std::fabs(rep.amax_s_gpu - amax_s_ref) <= bound) && (all_rows || rep.amax_s_gpu < amax_s_ref - bound))
       fail(fmt::format("Amax_S {} vs reference {}{}", rep.amax_s_gpu, amax_s_ref, all_rows ? "" : " (sampled rows)"));
   }
   return rep;
