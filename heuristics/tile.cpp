@@ -90,11 +90,11 @@ int ctas_per_sm(int64_t smem_bytes, int threads, int smem_per_sm) {
   return static_cast<int>(std::max<int64_t>(1, std::min({by_smem, by_regs, int64_t{32}})));
 }
 
-TileChoice choose_tile(const TileProblem& p) {
+TileOptionChoice choose_tile(const TileProblem& p) {
   std::vector<TileOption> fitting;
   for (const TileOption& t : p.options)
     if (t.smem_bytes <= p.smem_per_block) fitting.push_back(t);
-  TileChoice c;
+  TileOptionChoice c;
   if (fitting.empty()) {
     c.reason = "no allowed tile fits in " + std::to_string(p.smem_per_block) + " bytes of shared memory";
     return c;

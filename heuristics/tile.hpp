@@ -25,7 +25,7 @@ struct TileProblem {
   std::vector<TileOption> options;
 };
 
-struct TileChoice {
+struct TileOptionChoice {
   std::optional<TileOption> tile;  // nullopt: no option fits in shared memory
   std::string reason;
 };
@@ -33,7 +33,7 @@ struct TileChoice {
 // 16 rows (one warp) when the packed rows fit in 16 (decode), with the KV tile that fits the most CTAs per SM;
 // else 128 rows when 128-row tiles still give at least one full wave of CTAs, else 64. Only options that fit
 // smem_per_block are considered.
-TileChoice choose_tile(const TileProblem& problem);
+TileOptionChoice choose_tile(const TileProblem& problem);
 
 // One row-tile option of a kernel whose CTAs all run the same key range (no causal or window mask): q packed rows
 // per CTA, `ctas_per_sm` CTAs per SM at once, and the time a CTA takes per row relative to the other options

@@ -59,7 +59,7 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
   auto into_ws = buffers;
   into_ws[o] = ws;
   CHECK(check_bindings(f, into_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
-  // The kernels write the workspace (V^T of the wgmma engine, split partials): inputs may not share it either.
+  // The kernels write the workspace (split partials): inputs may not share it either.
   auto v_in_ws = buffers;
   v_in_ws[g->operand(Role::V)->uid] = reinterpret_cast<char*>(ws) + 1024;
   CHECK(check_bindings(f, v_in_ws, ws, 4096).message() == "the buffer of input V (uid 3) overlaps the workspace");

@@ -141,12 +141,12 @@ TEST_CASE("tile table", "[heuristics]") {
   CHECK_FALSE(choose_tile(problem(8192, 64, 40000, mma_options(256, 2))).tile.has_value());
   for (const Row& r : table) {
     INFO("rows " << r.rows << " d " << r.d);
-    TileChoice c = choose_tile(problem(r.rows, r.bh, r.smem, mma_options(static_cast<int>(r.d), r.elem)));
+    TileOptionChoice c = choose_tile(problem(r.rows, r.bh, r.smem, mma_options(static_cast<int>(r.d), r.elem)));
     REQUIRE(c.tile.has_value());
     CHECK(c.tile->q == r.expect_q);
   }
   // Decode picks the KV tile that fits the most single-warp CTAs per SM.
-  TileChoice decode = choose_tile(problem(4, 64, 232448, mma_options(128, 1)));
+  TileOptionChoice decode = choose_tile(problem(4, 64, 232448, mma_options(128, 1)));
   REQUIRE(decode.tile.has_value());
   CHECK(decode.tile->kv == 32);
   CHECK(ctas_per_sm(rime_mma::smem(16, 32, 128, 128, 1, false).total, 32, 233472) == 8);

@@ -34,7 +34,7 @@ class SdpaMma final : public Engine {
     for (const RowTile& rt : row.tiles_for(f.D_qk, f.D_v))
       if (!f.pinned_tile || rt.tile == *f.pinned_tile)
         tp.options.push_back({rt.tile.q, rt.tile.kv, smem_of(f, rt.tile).total, rime_mma::threads(rt.tile.q)});
-    heuristics::TileChoice tc = heuristics::choose_tile(tp);
+    heuristics::TileOptionChoice tc = heuristics::choose_tile(tp);
     if (!tc.tile)
       return Status(StatusCode::NotSupported,
                     fmt::format("row {}: {}{}", row.id, f.pinned_tile ? "the pinned tile: " : "", tc.reason));

@@ -180,7 +180,7 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows
   return Status::success();
 }
 
-class SdpaSm90Ws final : public Engine {
+class SdpaSm90 final : public Engine {
  public:
   Result<TileChoice> choose_tile(const Facts& f, const CapabilityRow& row) const override {
     const ConsumerChoice c = consumers_of(f, row);
@@ -278,7 +278,7 @@ class SdpaSm90Ws final : public Engine {
 }  // namespace
 
 const Engine& sdpa_sm90_engine() {
-  static const SdpaSm90Ws engine;
+  static const SdpaSm90 engine;
   return engine;
 }
 

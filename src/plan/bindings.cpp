@@ -8,7 +8,8 @@ Status check_bindings(const Facts& f, const std::unordered_map<int64_t, void*>& 
                       int64_t workspace_bytes) {
   auto bad = [](std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); };
   if (workspace_bytes > 0 && !workspace) return bad(fmt::format("the plan needs a workspace of {} bytes", workspace_bytes));
-  // The workspace holds fp32 partials (8-byte stores) and the wgmma engine's V^T (16-byte stores).
+  // The workspace's regions (fp32 split partials, the ring's K/V chunks) are accessed with vector loads and stores:
+  // a 16-byte aligned base keeps every one of them aligned.
   if (workspace_bytes > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
     return bad("the workspace is not 16-byte aligned");
   for (int r = 0; r < kRoleCount; ++r) {
