@@ -10,13 +10,13 @@ namespace rime::heuristics {
 // Costs are in units of one KV-tile iteration of one CTA.
 struct SplitCostModel {
   // Fixed cost of a CTA (Q load, prologue, epilogue), in KV tiles. Provisional: the upstream value's order of
-  // magnitude, to be re-measured on our kernels (docs/perf-history.md).
+  // magnitude, to be re-measured on our kernels (docs/perf-history.md, "Split-KV heuristic quality").
   double c_tile = 2.0;
   // Cost of the combine per split per row-wave, in KV tiles. Provisional. The upstream worked example (148 SMs,
   // B=1, H=4, S_q=128, S_kv=2048, tiles of 128) picks split 8 for any c_combine < 0.125.
   double c_combine = 0.0625;
   // With per-sequence lengths: how much more than the minimum cost (at full lengths) a larger split may cost and
-  // still be chosen. Provisional, measured on the paged decode rows (docs/perf-history.md).
+  // still be chosen. Provisional, measured on the paged decode rows (docs/perf-history.md, "Paged decode").
   double varying_lengths_slack = 0.15;
 };
 

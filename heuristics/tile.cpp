@@ -110,7 +110,8 @@ TileOptionChoice choose_tile(const TileProblem& p) {
   // lets an SM hold the most CTAs keeps the most loads in flight (16x32 holds 8 FP8 CTAs where 16x64 holds 4).
   // 17-32 packed rows (8 query tokens of a GQA group of 4) take the 32-row tile: one K/V tile for both warps, where
   // two 16-row CTAs read it twice and a 64- or 128-row tile idles half its warps or more (measured on the H200:
-  // 16x32 1.28 ms, 64x64 1.75 ms, 128x64 3.65 ms for the B 64 paged decode of 8 tokens, docs/perf-history.md).
+  // 16x32 1.28 ms, 64x64 1.75 ms, 128x64 3.65 ms for the B 64 paged decode of 8 tokens; docs/perf-history.md,
+  // "Session 8: multi-token decode and the dense decode").
   for (const int rows : {16, 32}) {
     if (p.packed_rows > rows || !find_q(rows)) continue;
     TileOption best{};

@@ -61,8 +61,9 @@ class SdpaMma final : public Engine {
     const bool split = writes_partials(f, d);
     // An FP8 split decode over per-sequence lengths (one row tile per pair) runs balanced: a persistent grid sharing
     // all pairs' KV tiles evenly (RIME_F_BALANCED, common/attention.cuh), where the grid of per-sequence chunks left a
-    // long-tailed batch's last wave to its longest sequences (docs/perf-history.md: paged decode 3-9% faster;
-    // with the walk in slices of every kv head: 1 token 0.6278 -> 0.6023 ms, 4 tokens 0.6389 -> 0.6241,
+    // long-tailed batch's last wave to its longest sequences (docs/perf-history.md, "Session 10: paged K/V on the
+    // Hopper engine, balanced split-KV decode": paged decode 3-9% faster; and "Session 13": with the walk in slices
+    // of every kv head, 1 token 0.6278 -> 0.6023 ms, 4 tokens 0.6389 -> 0.6241,
     // against the walk in (batch, kv head) order). Measured on the H200, side by side, where it was not kept: a 16-bit
     // Q over FP8 K/V 11% slower (1.30 against 1.17 ms), BF16 decode 18-34% slower (dense rows; the balanced kernels
     // reach 255 registers), and FP8 decode at one length -4%..+2% (no spread to balance). MXFP8 inputs: not measured,

@@ -98,7 +98,8 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // A causal mask with per-batch lengths (padded, ragged or paged prefill) takes the causal grid's model on the
   // graph's largest lengths at FP8 D 128: three consumers measured 0.931x (padded B16, lengths 128-8192), 0.940x
   // (ragged, the same lengths) and 0.946x (paged B4 S4096, pages of 64) the time of two on the H200 (3 interleaved
-  // rounds each, docs/perf-history.md), where the model predicts 0.95x, 0.95x and 0.94x. Other types and head dims
+  // rounds each; docs/perf-history.md, "Measured: three consumers under a causal mask with per-batch lengths"),
+  // where the model predicts 0.95x, 0.95x and 0.94x. Other types and head dims
   // keep two until measured.
   if (f.mask.causal && f.mask.padding && !(fp8 && d128))
     return {2, "two consumer warpgroups (a causal mask with per-batch lengths: three measured only at FP8 D 128)"};
@@ -144,7 +145,8 @@ TileShape layout_tile(const Facts& f, int n_consumers) {
 // L2 promotion: 256 bytes for dense operands; 128 for page pools, whose key rows of one kv head (128 bytes at
 // FP8 D 128) lie H_kv rows apart ([pages][page_size][H_kv][D]): a 256-byte promotion also fetches the next kv
 // head's row, which another CTA reads, often after L2 has dropped it. ncu of the 8-token paged decode: DRAM moved
-// 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf-history.md), and
+// 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf-history.md,
+// "Session 14: the paged producer of the Hopper kernel"), and
 // the paged prefill the same (0.993x).
 Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows, bool page_pool, const char* what) {
   const driver::Api* api = driver::api();
