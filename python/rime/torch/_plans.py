@@ -155,6 +155,8 @@ def check(family, op, values):
         return
     family.check(op, c)
     family.graph(op, c, None)
+    if len(_validated) >= MAX_PLANS:  # bounded as the plans are; a forgotten key is only checked again
+        _validated.clear()
     _validated.add(key)
 
 
