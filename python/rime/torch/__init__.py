@@ -9,7 +9,9 @@ them without a graph break and CUDA graphs capture them.
 Operators (each functional form allocates its outputs; each `_out` form writes into the caller's and returns
 nothing):
 - attention / attention_out: dense Q [B, S_q, H_q, D_qk], K [B, S_kv, H_kv, D_qk], V [B, S_kv, H_kv, D_v] (any
-  strides with a unit last one: views such as q.transpose(1, 2) of a [B, H, S, D] tensor are taken as they are).
+  strides with a unit last one: views such as q.transpose(1, 2) of a [B, H, S, D] tensor are taken as they are);
+  optional int32 [B] seq_lens_q / seq_lens_k (a padded batch, a static cache's filled part) and seq_starts_q /
+  seq_starts_k (left padding: no engine serves them yet).
 - attention_varlen / attention_varlen_out: ragged batches, Q [T_q, H_q, D], K and V [T_kv, H_kv, D] with int32
   cu_seqlens_q / cu_seqlens_k [B + 1] (FlashAttention's varlen form).
 - paged_attention / paged_attention_out: K and V caches [num_pages, page_size, H_kv, D] (vLLM's NHD; an HND cache
@@ -24,7 +26,11 @@ FP8 inputs (float8_e4m3fn / float8_e5m2) take descale_q / descale_k / descale_v 
 (never Python floats: a CUDA-graph replay reads their current values); a BF16 / FP16 Q over an FP8 K/V cache takes
 descale_k / descale_v. scale_o scales an FP8 O. causal is bottom-right aligned (the last query sees the last key, as
 FlashAttention and vLLM align it); window_left w keeps the w keys up to and including the diagonal (FlashAttention's
-window_size=(w - 1, 0)). softmax_scale defaults to 1 / sqrt(D_qk).
+window_size=(w - 1, 0)). softmax_scale defaults to 1 / sqrt(D_qk). softcap c caps each logit to c * tanh(s / c) (no
+engine serves it yet: NotSupportedError with each row's reason).
+
+How the operators are made: python/rime/torch/_families.py holds one table per family, from which _family.py
+generates the schemas, the CUDA and fake kernels and warmup's binding; _plans.py keeps the plans and launches them.
 
 Plans are made per shape class (dtypes, shapes, strides, attributes, device) on first use, compiled through the plan
 cache shared with the CLI, and kept; a shape first met while the stream captures a CUDA graph raises
