@@ -27,17 +27,6 @@ std::string when(int64_t unix_seconds) {
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-// A path as one POSIX shell word: single quotes, each ' written as '\''.
-std::string shell_quoted(const std::string& path) {
-  std::string out = "'";
-  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The command that removes a foreign thing blocking an entry's name (a file or symlink: rm unlinks a symlink itself,
-// never what it points to). rime prints it and never runs it: the name is not rime's to remove.
-std::string removal_command(const cache::EntryInfo& e) { return "rm -- " + shell_quoted(e.path); }
-
 int fail(const Options& opts, StatusCode code, const std::string& message) {
   return report_failure(Status(code, message), opts, "cache");
 }
@@ -147,32 +136,30 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return kExitOk;
   }
   if (action == "verify") {
-    if (opts.json) {
-      bool clean = false;
-      const Result<std::string> report = cache_report::verify(&clean);
-      return print_report(report, opts, "cache", clean ? kExitOk : kExitCacheCorrupt);
-    }
-    size_t checked = 0;
-    std::vector<cache::EntryInfo> foreign;
-    for (const auto& e : disk.list()) {
-      checked += e.kind == cache::EntryKind::Entry;
-      if (e.kind == cache::EntryKind::Foreign) foreign.push_back(e);
-    }
-    const auto bad = disk.verify();
+    // One verification, the report's (rime/cache.hpp), printed as JSON or as lines.
+    bool clean = false;
+    const Result<std::string> report = cache_report::verify(&clean);
+    const int exit_code = clean ? kExitOk : kExitCacheCorrupt;
+    if (opts.json || !report.ok()) return print_report(report, opts, "cache", exit_code);
+    const nlohmann::json j = nlohmann::json::parse(report.value());
     size_t blocking = 0;
-    for (const auto& e : foreign) blocking += e.blocks_entry;
-    for (const auto& e : bad) fmt::print("quarantined {}: {} -> {}\n", e.name, e.problem, e.path);
-    for (const auto& e : foreign) {
-      if (e.blocks_entry)
+    for (const auto& e : j["quarantined"])
+      fmt::print("quarantined {}: {} -> {}\n", e["name"].get<std::string>(), e["problem"].get<std::string>(),
+                 e["path"].get<std::string>());
+    for (const auto& e : j["foreign"]) {
+      const std::string name = shown(e["name"].get<std::string>()), problem = e["problem"].get<std::string>();
+      if (e["blocks_entry"].get<bool>()) {
+        ++blocking;
         fmt::print("foreign {} ({}) holds an entry's name: that kernel is never cached on disk and every process "
                    "compiles it again. rime removes only what it wrote; to remove it: {}\n",
-                   shown(e.name), e.problem, removal_command(e));
-      else
-        fmt::print("foreign {} ({}): not rime's, left alone\n", shown(e.name), e.problem);
+                   name, problem, e["remove_with"].get<std::string>());
+      } else {
+        fmt::print("foreign {} ({}): not rime's, left alone\n", name, problem);
+      }
     }
-    fmt::print("verified {} entries: {} bad; {} foreign names, {} holding an entry's name\n", checked, bad.size(),
-               foreign.size(), blocking);
-    return bad.empty() && blocking == 0 ? kExitOk : kExitCacheCorrupt;
+    fmt::print("verified {} entries: {} bad; {} foreign names, {} holding an entry's name\n", j["checked"].get<int64_t>(),
+               j["quarantined"].size(), j["foreign"].size(), blocking);
+    return exit_code;
   }
   if (action == "prune") {
     if (opts.json) return print_report(cache_report::prune(opts.max_bytes), opts);
