@@ -69,10 +69,9 @@ for _family in FAMILIES:
         torch.library.register_fake(f"rime::{_name}", _family.kernel(_out_form, True, _NAMESPACE), lib=_lib)
 
 
-def _key(head, tensors, device):
-    """The shape class of a call: `head` (the operator and its values that are not tensors), then every tensor's
-    shape, strides, dtype and device (`device` for all when given: a warmup's meta tensors). Built in C++."""
-    return _plans.call_key(head, tensors, device)
+# The shape class of a call (the operator and its values that are not tensors, then every tensor's shape, strides,
+# dtype and device), built in C++.
+_key = _plans.call_key
 
 
 # ---- eager fast path -------------------------------------------------------------------------------------------
