@@ -22,11 +22,13 @@ struct SpecCase {
   std::string o_format = "FP8_E4M3";  // an O dtype, or NVFP4 / MXFP8
   bool features = false;  // sink, padding, causal, Stats, Amax_O / Amax_S (as the row serves them), scale_o
   bool amax_s = false;    // with features: Amax_S too (it makes split ineligible)
+  bool starts = false;    // with features: per-sequence starts on both sides (seq_start_q / seq_start_kv)
   int64_t B = 2, H_q = 4, H_kv = 2, S_q = 128, S_kv = 384;
 
   std::string describe() const {
-    return fmt::format("{} {}{} D {}/{} -> {}{}", to_string(op), q ? fmt::format("Q {} over ", to_string(*q)) : "",
-                       to_string(in), d_qk, d_v, o_format, features ? " with every feature" : "");
+    return fmt::format("{} {}{} D {}/{} -> {}{}{}", to_string(op), q ? fmt::format("Q {} over ", to_string(*q)) : "",
+                       to_string(in), d_qk, d_v, o_format, features ? " with every feature" : "",
+                       starts ? " and starts" : "");
   }
 };
 
@@ -43,7 +45,7 @@ inline Graph spec_graph(const SpecCase& c) {
 
   const int64_t q = add("Q", {c.B, c.H_q, c.S_q, c.d_qk}, c.q.value_or(c.in)), k = add("K", {c.B, c.H_kv, c.S_kv, c.d_qk}, c.in),
                 v = add("V", {c.B, c.H_kv, c.S_kv, c.d_v}, c.in), o = add("O", {c.B, c.H_q, c.S_q, c.d_v}, o_type, true);
-  std::optional<int64_t> sink, lq, lkv, stats, sf_o;
+  std::optional<int64_t> sink, lq, lkv, stats, sf_o, start_q, start_kv;
   SdpaAttributes a;
   if (c.features) {
     sink = add("sink", {1, c.H_q, 1, 1}, DataType::FP32);
@@ -53,6 +55,10 @@ inline Graph spec_graph(const SpecCase& c) {
     a.causal = true;
     a.padding_mask = true;
     a.generate_stats = true;
+    if (c.starts) {
+      start_q = add("seq_start_q", {c.B}, DataType::INT32);
+      start_kv = add("seq_start_kv", {c.B}, DataType::INT32);
+    }
   }
   if (block)
     sf_o = add("sf_o", {c.B, c.H_q, r128(c.S_q), r4(c.d_v / block)},
@@ -60,10 +66,12 @@ inline Graph spec_graph(const SpecCase& c) {
   if (c.op == OpKind::Sdpa) {
     SdpaOperands io;
     io.q = q, io.k = k, io.v = v, io.o = o, io.sink = sink, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats;
+    io.seq_start_q = start_q, io.seq_start_kv = start_kv;
     (void)g.sdpa(io, a, "attn");
   } else if (c.op == OpKind::SdpaFp8) {
     SdpaFp8Operands io;
     io.q = q, io.k = k, io.v = v, io.o = o, io.sink = sink, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats;
+    io.seq_start_q = start_q, io.seq_start_kv = start_kv;
     io.sf_o = sf_o;
     io.descale_q = add("descale_q", {1, 1, 1, 1}, DataType::FP32);
     io.descale_k = add("descale_k", {1, 1, 1, 1}, DataType::FP32);
@@ -77,6 +85,7 @@ inline Graph spec_graph(const SpecCase& c) {
   } else {
     SdpaMxfp8Operands io;
     io.q = q, io.k = k, io.v = v, io.o = o, io.sink = sink, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats;
+    io.seq_start_q = start_q, io.seq_start_kv = start_kv;
     io.sf_o = sf_o;
     io.sf_q = add("SF_Q", {c.B, c.H_q, r128(c.S_q), r4((c.d_qk + 31) / 32)}, DataType::FP8_E8M0);
     io.sf_k = add("SF_K", {c.B, c.H_kv, r128(c.S_kv), r4((c.d_qk + 31) / 32)}, DataType::FP8_E8M0);

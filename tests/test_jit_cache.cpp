@@ -134,6 +134,19 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
                 break;
               }
           }
+          if (row.seq_start) {  // per-sequence starts: their own specializations, unsplit and split
+            c.starts = true;
+            c.amax_s = row.amax_s;
+            add_plan(row, c, tile, 1);
+            if (row.writes_split_partials(d_qk, d_v)) {
+              c.amax_s = false;
+              for (int s : row.split_counts)
+                if (s > 1) {
+                  add_plan(row, c, tile, s);
+                  break;
+                }
+            }
+          }
           if (sampled) break;
         }
         INFO("row " << row.id << " " << to_string(in) << " D " << d_qk);

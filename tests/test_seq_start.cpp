@@ -1,5 +1,5 @@
 // Per-sequence starts (seq_start_q / seq_start_kv, SPEC section 2: left padding, as `generate` pads prompts):
-// validation, the JSON form, facts and the explanation, every row's decline, and the CPU reference, which must
+// validation, the JSON form, facts and the explanation, the rows that serve them, and the CPU reference, which must
 // compute for a left-padded batch what it computes for the same sequences padded on the right.
 #include <algorithm>
 #include <cmath>
@@ -108,7 +108,8 @@ TEST_CASE("seq_start_q / seq_start_kv are refused where they have no meaning, na
   CHECK(s.message().find("a ragged side's sequences start at their offsets") != std::string::npos);
 }
 
-TEST_CASE("starts round-trip through JSON, show in the facts and the explanation, and every row says it declines them",
+TEST_CASE("starts round-trip through JSON, show in the facts and the explanation, and the rows that serve the graph "
+          "without them serve it with them",
           "[seq_start]") {
   const Graph g = left_padded({});
   REQUIRE(validate(g).ok());
@@ -121,31 +122,44 @@ TEST_CASE("starts round-trip through JSON, show in the facts and the explanation
   REQUIRE(f.ok());
   CHECK(f->seq_start_q);
   CHECK(f->seq_start_kv);
-  // The rows that serve the same graph without starts each decline it for them, and none accepts it.
   LeftPadded none;
   none.starts_q = none.starts_kv = false;
   Result<Facts> without = analyze(left_padded(none), DeviceDesc::h200());
   REQUIRE(without.ok());
-  const int serving = test::rows_declining(without.value(), f.value(), "seq_start",
-                                           "per-sequence starts (seq_start_q and seq_start_kv) not supported");
+  int serving = 0;
+  for (const RowVerdict& v : match(without.value())) {
+    if (!v.accepted) continue;
+    ++serving;
+    const RowVerdict with = match_row(test::row_of(v.row_id), f.value());
+    INFO(v.row_id << ": " << with.reason);
+    CHECK(with.accepted);
+    CHECK(test::row_of(v.row_id).seq_start);
+  }
   CHECK(serving >= 2);  // the mma.sync and the Hopper 16-bit rows
-  for (const RowVerdict& v : match(f.value())) CHECK_FALSE(v.accepted);
   Result<Explanation> e = explain(g);
   REQUIRE(e.ok());
-  CHECK_FALSE(e->served);
+  CHECK(e->served);
   CHECK(e->text.find("starts    Q rows from seq_start_q, K/V positions from seq_start_kv") != std::string::npos);
   INFO(e->json);
   CHECK(e->json.find("\"seq_start_kv\": true") != std::string::npos);
+  // The plan's kernel is the specialization with starts (their code is compiled in only where a graph has them).
+  CHECK(e->json.find("padding | mask | starts") != std::string::npos);
 
+  // A row without the field declines them by name.
+  CapabilityRow plain = test::row_of(e->json.find("sdpa_sm90_f16") != std::string::npos ? "sdpa_sm90_f16"
+                                                                                            : "sdpa_mma_f16");
+  plain.seq_start = false;
+  const RowVerdict declined = match_row(plain, f.value());
+  CHECK_FALSE(declined.accepted);
+  CHECK(declined.field == "seq_start");
+  CHECK(declined.reason.find("per-sequence starts (seq_start_q and seq_start_kv) not supported") != std::string::npos);
   LeftPadded kv_only;
   kv_only.starts_q = false;
   Result<Facts> fk = analyze(left_padded(kv_only), DeviceDesc::h200());
   REQUIRE(fk.ok());
   CHECK_FALSE(fk->seq_start_q);
-  const std::vector<RowVerdict> verdicts = match(fk.value());
-  CHECK(std::any_of(verdicts.begin(), verdicts.end(), [](const RowVerdict& v) {
-    return v.reason.find("per-sequence starts (seq_start_kv) not supported") != std::string::npos;
-  }));
+  CHECK(match_row(plain, fk.value()).reason.find("per-sequence starts (seq_start_kv) not supported") !=
+        std::string::npos);
 }
 
 TEST_CASE("a left-padded batch's reference equals the same sequences padded on the right", "[seq_start][reference]") {

@@ -10,7 +10,9 @@ int main() {
   fmt::print("# Capability rows\n\n");
   fmt::print("Generated from `rows/*.json` by `cmake --build build --target capabilities-doc`; do not edit.\n");
   fmt::print("A row is data: the matcher compares a graph's facts to each field in this order and reports the "
-             "first that fails, with both values (`rime plan --explain`).\n\n");
+             "first that fails, with both values (`rime plan --explain`). `starts`: per-sequence starts "
+             "(seq_start_q / seq_start_kv) on dense sides; a paged K/V cache's keys are placed by its page table, "
+             "and seq_start_kv over one is declined.\n\n");
   fmt::print("| row | arch | ops | Q/K/V | O formats | (D_qk, D_v) | masks | layouts | paged K/V | ragged | "
              "starts | softcap | sink | Stats | Amax_S | Amax_O | split-KV | tiles |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");

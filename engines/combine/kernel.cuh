@@ -32,11 +32,17 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
   const int i = int(row % p.S_q), h = int((row / p.S_q) % p.H_q), b = int(row / (i64(p.S_q) * p.H_q));
   const i64 slot_stride = rows;  // partial slot (k * B + b) of row (h, i)
   bool live_row = true;
-  int tok0 = 0;  // ragged Q: the batch's first token (O and Stats rows are tokens tok0 + i)
+  int tok0 = 0;  // ragged Q: the batch's first token (O and Stats rows are tokens tok0 + i); starts: see below
   if constexpr ((kFeatures & RIME_F_RAGGED_Q) != 0) {
     // A row past the sequence's length is another sequence's token: nothing to write (the whole CTA leaves).
     tok0 = p.cu_seqlens_q[b];
     if (i >= p.cu_seqlens_q[b + 1] - tok0) return;
+  } else if constexpr ((kFeatures & RIME_F_STARTS) != 0) {
+    // Per-sequence starts: row i is dense row start + i, the rows past the sequence wrapping around to those
+    // before its start (common/attention.cuh, q_token); start and length clamped as the attention kernel's.
+    tok0 = min(max(p.seq_start_q[b], 0), p.S_q);
+    live_row = i < min(p.seq_len_q[b], p.S_q - tok0);
+    if (tok0 + i >= p.S_q) tok0 -= p.S_q;
   } else if constexpr ((kFeatures & RIME_F_PADDING) != 0) {
     live_row = i < p.seq_len_q[b];
   }
@@ -117,6 +123,7 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
   float scale_o = 1.f;
   if constexpr ((kFeatures & RIME_F_SCALE_O) != 0) scale_o = p.scale_o[0];
   const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(tok0 + i) * p.o_stride[2];
+  const int sf_i = (kFeatures & RIME_F_STARTS) != 0 ? tok0 + i : i;  // a scale row follows its O row
   float amax = 0.f;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   if constexpr (kBlock > 0) {
@@ -132,12 +139,12 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
       block_scale<kOut>(amax_blk, sf, q_inv);
       store_block_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o, q_inv);
       if (lane % kLanes == 0)
-        p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, (c * 64 + 2 * lane) / kBlock)] =
+        p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, sf_i, (c * 64 + 2 * lane) / kBlock)] =
             u8(sf);
     }
     // Columns past the last block read zero; the warp of each (b, h)'s last row zeroes the pad rows of planes.
     for (int c = kDv / kBlock + lane; c < p.sf_cols; c += 32)
-      p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i, c)] = 0;
+      p.sf_o[rime_bs::sf_o_offset(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, sf_i, c)] = 0;
     if (p.sf_layout == 0 && i == p.S_q - 1)
       zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h, 1, lane, 32);
   } else {

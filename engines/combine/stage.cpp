@@ -18,7 +18,8 @@ Result<KernelStage> combine_stage(const Facts& f, const CapabilityRow& row, cons
   s.spec.arch = arch;
   const int bits =
       sdpa_features(f, false) &
-      (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O | RIME_F_RAGGED_Q);
+      (RIME_F_SINK | RIME_F_STATS | RIME_F_AMAX_O | RIME_F_PADDING | RIME_F_SCALE_O | RIME_F_RAGGED_Q |
+       (f.seq_start_q ? RIME_F_STARTS : 0));  // the combine places rows: only Q's starts matter to it
   s.spec.name_expression = fmt::format("rime_dev::combine_splits<{}, {}, {}, {}>", kernel_type_name(sdpa_o_type_code(f)),
                                        f.D_v, kernel_feature_names(bits), warps);
   s.grid = {rows, 1, 1};
@@ -38,6 +39,7 @@ CombineParams combine_params(const Facts& f, const Config& c, const Bindings& b)
   p.amax_o = static_cast<float*>(b.of(f, Role::AmaxO));
   p.sink = static_cast<const float*>(b.of(f, Role::Sink));
   p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
+  p.seq_start_q = static_cast<const int*>(b.of(f, Role::SeqStartQ));
   p.cu_seqlens_q = static_cast<const int*>(b.of(f, Role::CuSeqlensQ));
   p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
   p.sf_o = static_cast<unsigned char*>(b.of(f, Role::SfO));

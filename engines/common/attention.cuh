@@ -24,7 +24,9 @@ struct Slot {
 // bottom-right alignment's shift for this batch: with per-batch lengths the batch's own seq_len_kv - seq_len_q
 // (SPEC section 2, as cuDNN and FlashAttention's varlen: the last query of a sequence sees its last key), else
 // the tensors' S_kv - S_q (0 for top-left). q_tok0 / kv_tok0: the row (dims[2] index) of the batch's first
-// token in a ragged side's token-major tensors, 0 otherwise.
+// token in a ragged side's token-major tensors, or of its first position under per-sequence starts (clamped to
+// [0, S], and the length to what lies past it, so that no start reads or writes outside the tensors), 0
+// otherwise.
 struct BatchExtent {
   int seq_q, kv_limit, right_bound;  // right_bound -1: no upper key bound beyond kv_limit
   int diag_shift;
@@ -42,12 +44,18 @@ __device__ __forceinline__ BatchExtent batch_extent(const SdpaParams& p, int b) 
   constexpr bool kRaggedQ = (kFeatures & RIME_F_RAGGED_Q) != 0, kRaggedKv = (kFeatures & RIME_F_RAGGED_KV) != 0;
   static_assert((!kRaggedQ && !kRaggedKv) || kPadding, "ragged sides have per-sequence lengths (padding)");
   BatchExtent e;
+  constexpr bool kStarts = (kFeatures & RIME_F_STARTS) != 0;
+  static_assert(!kStarts || kPadding, "per-sequence starts come with per-sequence lengths (padding)");
   e.q_tok0 = kRaggedQ ? p.cu_seqlens_q[b] : 0;
   e.kv_tok0 = kRaggedKv ? p.cu_seqlens_kv[b] : 0;
   const int len_q = kRaggedQ ? p.cu_seqlens_q[b + 1] - e.q_tok0 : (kPadding ? p.seq_len_q[b] : p.S_q);
   const int len_kv = kRaggedKv ? p.cu_seqlens_kv[b + 1] - e.kv_tok0 : (kPadding ? p.seq_len_kv[b] : p.S_kv);
-  e.seq_q = kPadding ? min(p.S_q, len_q) : p.S_q;
-  e.kv_limit = kPadding ? max(0, min(p.S_kv, len_kv)) : p.S_kv;
+  if constexpr (kStarts) {
+    if (p.seq_start_q) e.q_tok0 = min(max(p.seq_start_q[b], 0), p.S_q);
+    if (p.seq_start_kv) e.kv_tok0 = min(max(p.seq_start_kv[b], 0), p.S_kv);
+  }
+  e.seq_q = kPadding ? min(p.S_q - (kStarts ? e.q_tok0 : 0), len_q) : p.S_q;
+  e.kv_limit = kPadding ? max(0, min(p.S_kv - (kStarts ? e.kv_tok0 : 0), len_kv)) : p.S_kv;
   e.right_bound = p.causal ? 0 : p.band_right;
   e.diag_shift = kPadding && p.bottom_right ? e.kv_limit - max(0, e.seq_q) : p.diag_shift;
   return e;
@@ -204,6 +212,19 @@ struct ThreadRows {
   bool live[2], exists[2];
   int tok0;  // the batch's q_tok0: row i is dims[2] index tok0 + i of Q, O and Stats
 };
+
+// The dense row (dims[2] index) of Q, O and Stats that holds the batch's row i: tok0 + i. Under per-sequence starts
+// the rows past the sequence (i >= seq_q, written as empty rows) wrap around to the rows before its start, so that
+// rows 0 .. S_q - 1 of the batch are each written once: dense row (start + i) mod S_q (start <= S_q, i < S_q).
+template <int kFeatures>
+__device__ __forceinline__ int q_token(const SdpaParams& p, int tok0, int i) {
+  if constexpr ((kFeatures & RIME_F_STARTS) != 0) {
+    const int r = tok0 + i;
+    return r >= p.S_q ? r - p.S_q : r;
+  } else {
+    return tok0 + i;
+  }
+}
 
 // With ragged Q (kRaggedQ) a row past the sequence's length does not exist: its token is the next sequence's
 // first, which nothing of this batch may write (a padded batch's rows there are its own and get O = 0).
@@ -507,7 +528,10 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       if (t == 0) p.lse_partial[prow] = lse;
       return;
     }
-    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(rows.tok0 + i) * p.o_stride[2];
+    const int token = q_token<kFeatures>(p, rows.tok0, i);
+    // A block-scaled O's scale rows follow O's rows: under starts the dense row, else the sequence's row.
+    const int sf_i = (kFeatures & RIME_F_STARTS) != 0 ? token : i;
+    const i64 orow = i64(b) * p.o_stride[0] + i64(h) * p.o_stride[1] + i64(token) * p.o_stride[2];
     if constexpr (kBlock > 0 && kStaged) {
       const float to_o = inv * scale_o;
       const int local_row = (tid / 32) * 16 + lane / 4 + 8 * slot;
@@ -521,7 +545,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       // Amax_O is pre-scale (inv >= 0, so max |o * inv| = max |o| * inv).
       if (rows.exists[slot]) amax_o = fmaxf(amax_o, amax_row * inv);
       if (t == 0) {
-        const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
+        const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, sf_i);
         staged.rows[local_row] = StagedRow{rows.exists[slot] ? orow : -1, sf_row.base, sf_row.col0};
       }
     } else if constexpr (kBlock > 0) {
@@ -530,7 +554,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       // over the block's accumulators (amax, then quantize) keep no copies of them live.
       constexpr int kTiles = kBlock / 8;
       const float to_o = inv * scale_o;
-      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, i);
+      const rime_bs::SfRow sf_row = rime_bs::sf_o_row(p.sf_layout, p.H_q, p.sf_rows, p.sf_cols, b, h, sf_i);
 #pragma unroll
       for (int blk = 0; blk < kDv / kBlock; ++blk) {
         float amax_blk = 0.f;
@@ -564,7 +588,7 @@ __device__ __forceinline__ void attention_epilogue(const SdpaParams& p, float (&
       }
     }
     if ((kFeatures & RIME_F_STATS) && t == 0 && rows.exists[slot])
-      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(rows.tok0 + i) * p.stats_stride[2]] = lse;
+      p.stats[i64(b) * p.stats_stride[0] + i64(h) * p.stats_stride[1] + i64(token) * p.stats_stride[2]] = lse;
   };
   finish_row(Slot<0>{});
   finish_row(Slot<1>{});

@@ -36,6 +36,9 @@
 // With RIME_F_SPLIT and RIME_F_PADDING, one row tile per (batch, kv head): a persistent grid (gridDim.x CTAs, as
 // many as fit on the GPU at once) shares all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item).
 #define RIME_F_BALANCED 32768
+// Per-sequence starts (left padding, SPEC section 2), with RIME_F_PADDING: sequence b's row i is dense row
+// seq_start_q[b] + i of Q, O and Stats, its key j position seq_start_kv[b] + j of K and V (a null pointer: 0).
+#define RIME_F_STARTS 65536
 
 #ifdef __cplusplus
 // The spellings of those codes in kernel names: a plan's kernel reads
@@ -51,7 +54,8 @@ enum : int {
   no_features = 0, sink = RIME_F_SINK, stats = RIME_F_STATS, amax_o = RIME_F_AMAX_O, amax_s = RIME_F_AMAX_S,
   split = RIME_F_SPLIT, padding = RIME_F_PADDING, mask = RIME_F_MASK, scale_o = RIME_F_SCALE_O,
   mx_inputs = RIME_F_MX_INPUTS, paged = RIME_F_PAGED, ragged_q = RIME_F_RAGGED_Q, ragged_kv = RIME_F_RAGGED_KV,
-  kv_fp8 = RIME_F_KV_FP8, kv_e5m2 = RIME_F_KV_E5M2, q_bf16 = RIME_F_Q_BF16, balanced = RIME_F_BALANCED
+  kv_fp8 = RIME_F_KV_FP8, kv_e5m2 = RIME_F_KV_E5M2, q_bf16 = RIME_F_Q_BF16, balanced = RIME_F_BALANCED,
+  starts = RIME_F_STARTS
 };
 enum : int { one_consumer = 1, two_consumers = 2, three_consumers = 3 };
 }  // namespace rime_names
@@ -112,6 +116,10 @@ struct SdpaParams {
   // head) scale's strides, 0 and 0 for a per-tensor one, so that one kernel serves both (read once per work tile).
   int descale_q_stride[2], descale_k_stride[2], descale_v_stride[2];
   FastDiv group_div, h_kv_div, b_div;  // group, H_kv and B, for the kernels' divisions by them
+  // Per-sequence starts (RIME_F_STARTS; nullptr: every sequence starts at 0). Last in the block, so that the
+  // offsets of the fields above, and the code of every kernel without starts, stay as they were.
+  const int* seq_start_q;
+  const int* seq_start_kv;
 };
 
 struct CombineParams {
@@ -131,6 +139,7 @@ struct CombineParams {
   int num_splits;
   int stats_log2;
   int sf_layout, sf_rows, sf_cols;
+  const int* seq_start_q;  // RIME_F_STARTS (nullptr: 0); last, as in SdpaParams
 };
 
 // The checked-indices kernel (engines/common/index_check.cuh): the data of one plan's per-sequence lengths and
@@ -146,6 +155,8 @@ struct IndexCheckParams {
   int T_q, T_kv;  // a ragged side's token count
   int page_size_log2, num_pages;
   unsigned long long* first_bad;  // (b << 32) | (entry + 1), entry -1 for a length; all ones: none
+  const int* seq_start_q;  // per-sequence starts (nullptr: none): start >= 0 and start + length <= S
+  const int* seq_start_kv;
 };
 
 // A TMA descriptor (the driver's CUtensorMap) as the kernels see it: 128 opaque bytes, 64-byte aligned.

@@ -54,9 +54,10 @@ __device__ __forceinline__ void widen_fp8_rows(const u8* src, int src_pitch, u8*
 // below 2^-28 of its row's largest becomes an FP16 subnormal and loses bits, a contribution to S far under any
 // tolerance). factors[r] = 2^-e_r afterwards, for S's rows. Plain loads: cp.async cannot convert. Rows past the
 // tile's packed rows (or a ragged sequence's length) are zero with factor 1.
-template <int kTileQ, int kDqk, int kThreads, int kRowQ, bool kRaggedQ>
+template <int kTileQ, int kDqk, int kThreads, int kRowQ, int kFeatures>
 __device__ __forceinline__ void load_q_bf16_as_fp16(const SdpaParams& p, const BatchExtent& ext, int b, int h_kv,
                                                     int row0, const u8* q_base, u8* sQ, float* factors, int tid) {
+  constexpr bool kRaggedQ = (kFeatures & RIME_F_RAGGED_Q) != 0;
   constexpr int kChunks = kDqk * 2 / 16;  // 8 BF16 a chunk
   u32* amax_bits = reinterpret_cast<u32*>(factors);  // non-negative floats order as their bits
   for (int r = tid; r < kTileQ; r += kThreads) amax_bits[r] = 0;
@@ -66,7 +67,7 @@ __device__ __forceinline__ void load_q_bf16_as_fp16(const SdpaParams& p, const B
     const bool ok = pr < p.packed_rows && (!kRaggedQ || pr / p.group < ext.seq_q);
     if (!ok) return make_uint4(0, 0, 0, 0);
     const int i = pr / p.group, h = h_kv * p.group + pr % p.group;
-    const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * 2;
+    const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(q_token<kFeatures>(p, ext.q_tok0, i)) * p.q_stride[2]) * 2;
     return *reinterpret_cast<const uint4*>(src + col * 16);
   };
   auto bf16_at = [](const uint4& v, int k) {
@@ -262,7 +263,7 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
 
   // Q tile, then the first K/V tile, in one cp.async group.
   if constexpr (kQBf16) {
-    load_q_bf16_as_fp16<kTileQ, kDqk, kThreads, kRowQ, (kFeatures & RIME_F_RAGGED_Q) != 0>(
+    load_q_bf16_as_fp16<kTileQ, kDqk, kThreads, kRowQ, kFeatures>(
         p, ext, b, h_kv, row0, q_base, sQ, reinterpret_cast<float*>(smem + kSmem.q_scale), tid);
   } else {
     constexpr int kChunksQ = kDqk * kEB / 16;
@@ -271,7 +272,7 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
       // Ragged Q: rows past the sequence's length are other sequences' tokens, or past the tensor's end.
       const bool ok = pr < p.packed_rows && ((kFeatures & RIME_F_RAGGED_Q) == 0 || pr / p.group < ext.seq_q);
       const int i = ok ? pr / p.group : 0, h = h_kv * p.group + (ok ? pr % p.group : 0);
-      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2]) * kEB;
+      const u8* src = q_base + (i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(q_token<kFeatures>(p, ext.q_tok0, i)) * p.q_stride[2]) * kEB;
       cp_async_16(sQ + r * kRowQ + col * 16, ok ? src + col * 16 : q_base, ok);
     }
   }

@@ -38,7 +38,7 @@ __device__ __forceinline__ i64 q_row_offset(const SdpaParams& p, const BatchExte
   ok = (!Cfg::kMask || pr >= 0) && pr < p.packed_rows &&
        ((Cfg::kFeatures & RIME_F_RAGGED_Q) == 0 || pi < ext.seq_q);
   const int i = ok ? pi : 0, h = h_kv * p.group + (ok ? rem : 0);
-  return i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(ext.q_tok0 + i) * p.q_stride[2];
+  return i64(b) * p.q_stride[0] + i64(h) * p.q_stride[1] + i64(q_token<Cfg::kFeatures>(p, ext.q_tok0, i)) * p.q_stride[2];
 }
 
 // This warpgroup's 64 Q rows, cp.async into sub-tiles [kSubs][64][kRow], swizzled like the TMA tiles.

@@ -91,6 +91,9 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
                                             f.seq_start_q && f.seq_start_kv ? "seq_start_q and seq_start_kv"
                                             : f.seq_start_q                 ? "seq_start_q"
                                                                             : "seq_start_kv")};
+  if (f.seq_start_kv && f.paged)
+    return Decline{"seq_start", "seq_start_kv over a paged K/V cache not supported (its page table places each "
+                                "sequence's keys)"};
   const std::pair<const char*, const TensorFacts*> tensors[] = {{"Q", &f.q()}, {"K", &f.k()}, {"V", &f.v()}, {"O", &f.o()}};
   for (const auto& [name, t] : tensors) {
     if (!contains(row.layouts, t->layout))

@@ -58,6 +58,8 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
   p.cu_seqlens_q = static_cast<const int*>(bindings.of(f, Role::CuSeqlensQ));
   p.cu_seqlens_kv = static_cast<const int*>(bindings.of(f, Role::CuSeqlensKv));
   p.page_table = static_cast<const int*>(bindings.of(f, Role::PageTable));
+  p.seq_start_q = static_cast<const int*>(bindings.of(f, Role::SeqStartQ));
+  p.seq_start_kv = static_cast<const int*>(bindings.of(f, Role::SeqStartKv));
   p.B = static_cast<int>(f.B);
   p.S_q = static_cast<int>(f.S_q);
   p.S_kv = static_cast<int>(f.S_kv);
@@ -85,20 +87,26 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
   if (first == ~uint64_t{0}) return Status::success();
   const int64_t b = static_cast<int64_t>(first >> 32), entry = static_cast<int64_t>(first & 0xffffffffu) - 1;
   // Sequence b's length on one side, as the message states it: the offsets' pair of a ragged side.
-  auto side = [&](const int* cu, const int* lens, const char* q_or_kv, int64_t S, int64_t T, const char* max_name) {
+  auto side = [&](const int* cu, const int* lens, const int* starts, const char* q_or_kv, int64_t S, int64_t T,
+                  const char* max_name) {
     if (cu) {
       const int32_t begin = read_int(api, cu, b), end = read_int(api, cu, b + 1);
       return fmt::format("cu_seqlens_{0}[{1}] = {2}, cu_seqlens_{0}[{3}] = {4} (must hold 0 <= cu_seqlens_{0}[{1}] <= "
                          "cu_seqlens_{0}[{3}] <= T_{0} = {5} and a length of at most {6} = {7})",
                          q_or_kv, b, begin, b + 1, end, T, max_name, S);
     }
+    if (starts)
+      return fmt::format("seq_start_{0}[{1}] = {2}, seq_len_{0}[{1}] = {3} (must hold 0 <= start, 0 <= length and "
+                         "start + length <= S_{0} = {4})",
+                         q_or_kv, b, read_int(api, starts, b), read_int(api, lens, b), S);
     return fmt::format("seq_len_{0}[{1}] = {2} (must be in [0, S_{0} = {3}])", q_or_kv, b, read_int(api, lens, b), S);
   };
   if (entry < 0)
     return Status(StatusCode::InvalidArgument,
                   fmt::format("checked indices: sequence {}: {}, {}", b,
-                              side(p.cu_seqlens_q, p.seq_len_q, "q", f.S_q, f.T_q, "max_seqlen_q"),
-                              side(p.cu_seqlens_kv, p.seq_len_kv, "kv", f.S_kv, f.T_kv, "max_seqlen_kv")));
+                              side(p.cu_seqlens_q, p.seq_len_q, p.seq_start_q, "q", f.S_q, f.T_q, "max_seqlen_q"),
+                              side(p.cu_seqlens_kv, p.seq_len_kv, p.seq_start_kv, "kv", f.S_kv, f.T_kv,
+                                   "max_seqlen_kv")));
   const int32_t id = read_int(api, p.page_table, b * p.page_table_stride + entry);
   const int32_t len_kv = read_int(api, p.seq_len_kv, b);
   return Status(StatusCode::InvalidArgument,

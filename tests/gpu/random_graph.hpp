@@ -131,10 +131,17 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
                 v = add("V", {B, H_kv, S_kv, D_v}, in), o = add("O", {B, H_q, S_q, D_v}, out, true);
   std::optional<int64_t> sink_uid, lq, lkv, stats_uid, amax_o, amax_s;
   if (sink) sink_uid = add("sink", {1, H_q, 1, 1}, DataType::FP32);
+  std::optional<int64_t> start_q, start_kv;
   if (padding) {
     lq = add("seq_len_q", {B}, DataType::INT32);
     lkv = add("seq_len_kv", {B}, DataType::INT32);
   }
+  // Half of the padded draws place their sequences by per-sequence starts (left padding; SPEC section 2): both
+  // sides, or one, chosen on a generator of their own (each seed's other fields stay what they were).
+  const unsigned starts = padding ? static_cast<unsigned>(std::mt19937_64(seed ^ 0x5eed5a17ULL)() % 6) : 0u;
+  if (starts == 1 || starts == 3) start_q = add("seq_start_q", {B}, DataType::INT32);
+  if (starts == 2 || starts == 3) start_kv = add("seq_start_kv", {B}, DataType::INT32);
+  const char* starts_text = starts == 3 ? " starts" : starts == 1 ? " starts_q" : starts == 2 ? " starts_kv" : "";
   if (stats) stats_uid = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
   bool want_amax_s = false;
   // A third of the FP8 draws take some of their descales per (batch, kv head), chosen on a generator of their own
@@ -146,6 +153,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
     io.q = q, io.k = k, io.v = v, io.o = o;
     add_fp8_scalars(add, io, per_head, B, H_kv);
     io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
+    io.seq_start_q = start_q, io.seq_start_kv = start_kv;
     if (coin(0.5)) io.amax_o = add("Amax_O", {1, 1, 1, 1}, DataType::FP32, true);
     // Amax_S makes split ineligible; only draw it without a pinned split.
     want_amax_s = !split && coin(0.3);
@@ -155,14 +163,15 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
     SdpaOperands io;
     io.q = q, io.k = k, io.v = v, io.o = o;
     io.sink = sink_uid, io.seq_len_q = lq, io.seq_len_kv = lkv, io.stats = stats_uid;
+    io.seq_start_q = start_q, io.seq_start_kv = start_kv;
     (void)g.sdpa(io, a, "attn");
   }
   GraphDraw d;
   d.graph = g;
-  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{} split {} "
-                              "tile {}",
+  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{}{} "
+                              "split {} tile {}",
                               seed, to_string(in), to_string(out), B, H_q, H_kv, S_q, S_kv, D, layout, mask,
-                              padding ? " padding" : "", sink ? " sink" : "", stats ? " stats" : "",
+                              padding ? " padding" : "", starts_text, sink ? " sink" : "", stats ? " stats" : "",
                               want_amax_s ? " amax_s" : "", per_head_text(per_head), split,
                               a.tile ? fmt::format("{}x{}", a.tile->q, a.tile->kv) : std::string("0"));
   return d;
