@@ -315,7 +315,8 @@ def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_l
 def test_the_dense_operator_takes_per_sequence_lengths_and_starts():
     # A padded batch or a static cache's filled part: seq_lens_q / seq_lens_k [B] int32 on the device (a CUDA-graph
     # replay reads their current values), one plan for the shape class whatever the lengths. A side given none holds
-    # its full length. Starts (left padding) need their side's lengths; no engine serves them yet.
+    # its full length. Starts (left padding) need their side's lengths, and plan the kernels' specialization with
+    # starts.
     q, kv = meta(2, 1, 8, 128), meta(2, 4096, 2, 128)  # a decode step over a cache of capacity 4096
     lens = meta(2, dtype=torch.int32)
     plan = rime.torch.warmup("attention", q, kv, kv, seq_lens_k=lens, causal=True, arch="sm_90a")
@@ -325,9 +326,12 @@ def test_the_dense_operator_takes_per_sequence_lengths_and_starts():
     check_generated_binding("attention", (q, kv, kv), dict(seq_lens_q=lens, seq_lens_k=lens, causal=True))
     out, _ = torch.ops.rime.attention(q, kv, kv, seq_lens_k=lens)  # the fake kernel
     assert out.shape == (2, 1, 8, 128)
-    with pytest.raises(rime.NotSupportedError) as e:
-        rime.torch.warmup("attention", q, kv, kv, seq_lens_k=lens, seq_lens_q=lens, seq_starts_k=lens, arch="sm_90a")
-    assert any("per-sequence starts (seq_start_kv) not supported" in r for r in e.value.reasons)
+    graph = rime.torch.graph("attention", q, kv, kv, seq_lens_k=lens, seq_lens_q=lens, seq_starts_k=lens, causal=True)
+    assert [t["name"] for t in graph.tensors if t["name"].startswith("seq_")] == ["seq_len_q", "seq_len_kv",
+                                                                                 "seq_start_kv"]
+    e = rime.explain(graph, arch="sm_90a", json=True)
+    kernel = e["derived"]["stages"][0]["name_expression"]
+    assert "padding" in kernel and "starts" in kernel
     with pytest.raises(rime.InvalidArgumentError, match="seq_starts_k: given without seq_lens_k"):
         torch.ops.rime.attention(q, kv, kv, seq_starts_k=lens)
     with pytest.raises(rime.InvalidArgumentError, match=r"seq_lens_k: dim 0 \(B\) is 3, q's is 2"):

@@ -135,6 +135,43 @@ def test_dense_attention_with_per_sequence_lengths(causal):
             assert rel_l2(out[b:b + 1, :lq], want) < 1e-2, b
 
 
+@pytest.mark.parametrize("dtype,causal,window,s_q", [(torch.bfloat16, True, -1, 300), (torch.bfloat16, False, -1, 300),
+                                                     (torch.bfloat16, True, 64, 300), (torch.bfloat16, True, -1, 1),
+                                                     (F8, True, -1, 300), (F8, True, -1, 1)])
+def test_dense_attention_with_per_sequence_starts(dtype, causal, window, s_q):
+    # A left-padded batch (generate's): sequence b is rows [start_q, start_q + len_q) of Q and O and keys
+    # [start_k, start_k + len_k) of K and V; each against the reference of its own rows, every row outside the
+    # sequence O = 0 (rows before the start included). S_q 1: a decode step over a left-padded cache (split-KV).
+    S_kv = 1000
+    lens_k = [1000, 613, 0, 77]
+    starts_k = [0, 387, 500, 923]
+    lens_q = [min(s_q, n) for n in lens_k]
+    starts_q = [s_q - n for n in lens_q]  # right-aligned: the last query is the last key's row
+    if dtype == F8:
+        (q, qf), (k, kf), (v, vf) = fp8((4, s_q, 8, 128)), fp8((4, S_kv, 2, 128)), fp8((4, S_kv, 2, 128))
+        scales = (scalar(0.5), scalar(0.5), scalar(1.0))
+        tol = 3e-2
+    else:
+        q = torch.randn(4, s_q, 8, 128, device=DEV, dtype=dtype)
+        k, v = (torch.randn(4, S_kv, 2, 128, device=DEV, dtype=dtype) for _ in range(2))
+        qf, kf, vf = q, k, v
+        scales = (None, None, None)
+        tol = 1e-2
+    t = [torch.tensor(x, device=DEV, dtype=torch.int32) for x in (lens_q, lens_k, starts_q, starts_k)]
+    out = poisoned((4, s_q, 8, 128), torch.bfloat16)
+    torch.ops.rime.attention_out(q, k, v, out, *scales, seq_lens_q=t[0], seq_lens_k=t[1], seq_starts_q=t[2],
+                                 seq_starts_k=t[3], causal=causal, window_left=window)
+    for b in range(4):
+        sq, lq, sk, lk = starts_q[b], lens_q[b], starts_k[b], lens_k[b]
+        outside = torch.cat((out[b, :sq], out[b, sq + lq:]))
+        assert torch.equal(outside, torch.zeros_like(outside)), b
+        if lq:
+            d = (0.5, 0.5, 1.0) if dtype == F8 else (1.0, 1.0, 1.0)  # the dequantized tensors are the reference's
+            want, _ = reference(qf[b:b + 1, sq:sq + lq] * d[0], kf[b:b + 1, sk:sk + lk] * d[1],
+                                vf[b:b + 1, sk:sk + lk] * d[2], causal, window_left=window)
+            assert rel_l2(out[b:b + 1, sq:sq + lq], want) < tol, b
+
+
 def test_a_static_cache_decodes_every_step_with_one_plan_and_replays_new_lengths():
     # A fixed-capacity cache (transformers' StaticCache): K/V [B, capacity, H_kv, D], seq_lens_k the filled part.
     # Every step is one shape class (one plan), and a captured CUDA graph replays new lengths from the same buffer.

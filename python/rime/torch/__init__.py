@@ -11,7 +11,7 @@ nothing):
 - attention / attention_out: dense Q [B, S_q, H_q, D_qk], K [B, S_kv, H_kv, D_qk], V [B, S_kv, H_kv, D_v] (any
   strides with a unit last one: views such as q.transpose(1, 2) of a [B, H, S, D] tensor are taken as they are);
   optional int32 [B] seq_lens_q / seq_lens_k (a padded batch, a static cache's filled part) and seq_starts_q /
-  seq_starts_k (left padding: no engine serves them yet).
+  seq_starts_k (left padding).
 - attention_varlen / attention_varlen_out: ragged batches, Q [T_q, H_q, D], K and V [T_kv, H_kv, D] with int32
   cu_seqlens_q / cu_seqlens_k [B + 1] (FlashAttention's varlen form).
 - paged_attention / paged_attention_out: K and V caches [num_pages, page_size, H_kv, D] (vLLM's NHD; an HND cache
@@ -47,7 +47,7 @@ from . import _plans
 from ._families import FAMILIES
 from ._plans import clear_plans, plan_count
 
-__all__ = ["warmup", "plan_count", "clear_plans", "attention", "attention_out", "attention_varlen",
+__all__ = ["warmup", "graph", "plan_count", "clear_plans", "attention", "attention_out", "attention_varlen",
            "attention_varlen_out", "paged_attention", "paged_attention_out", "attention_block_scaled",
            "attention_block_scaled_out", "NcclCommunicator"]
 
@@ -107,6 +107,34 @@ attention_block_scaled_out = _direct("attention_block_scaled_out")
 
 # ---- warmup ------------------------------------------------------------------------------------------------------
 
+def _bind(what, op, args, kwargs):
+    """(family, operator name, the call's values) of `op` called with these arguments, outputs allocated (on the
+    inputs' device, meta included) where the functional form would."""
+    name = op if isinstance(op, str) else getattr(op, "_qualified_op_name", None) or getattr(op, "name", str)()
+    name = name.split("::")[-1].split(".")[0]
+    if name not in _FAMILY_OF:
+        raise InvalidArgumentError(f"{what}: {op!r} is not an operator of torch.ops.rime ({', '.join(_FAMILY_OF)})")
+    family, out_form = _FAMILY_OF[name]
+    params = [p for p in family.parameters(out_form) if p is not None]
+    positional = [p for p in params if p in family.inputs or p in family.optional or (out_form and p in family.outputs)]
+    if len(args) > len(positional):
+        raise InvalidArgumentError(f"{what}: {name} takes {len(positional)} positional arguments, not {len(args)}")
+    b = {p.name: value for p, value in zip(positional, args)}
+    for k in kwargs:
+        if k in b or k not in {p.name for p in params}:
+            raise InvalidArgumentError(f"{what}: {name} has no argument {k!r}, or it was given twice")
+    b.update(kwargs)
+    for p in params:
+        if p.name not in b:
+            if p.default_text is None:
+                raise InvalidArgumentError(f"{what}: {name} needs its argument {p.name}")
+            b[p.name] = p.default
+    if not out_form:
+        family.check(name, family.call(tuple(b.get(n) for n in family.names)))  # before allocate indexes the dims
+        b.update(zip(family.output_names, family.allocate(*(b[n] for n in family.allocate_names))))
+    return family, name, tuple(b[n] for n in family.names)
+
+
 def warmup(op, *args, device=None, arch=None, **kwargs):
     """Makes the plan of `op` for these arguments' shape class without running it (compiling what the plan cache
     lacks, logged), so that a later call, also one captured in a CUDA graph, finds it. `op` is an operator of
@@ -119,29 +147,8 @@ def warmup(op, *args, device=None, arch=None, **kwargs):
             rime.torch.warmup(torch.ops.rime.paged_attention_out, q[:B], k_cache, v_cache, block_table[:B],
                               seq_lens[:B], out[:B])
     """
-    name = op if isinstance(op, str) else getattr(op, "_qualified_op_name", None) or getattr(op, "name", str)()
-    name = name.split("::")[-1].split(".")[0]
-    if name not in _FAMILY_OF:
-        raise InvalidArgumentError(f"warmup: {op!r} is not an operator of torch.ops.rime ({', '.join(_FAMILY_OF)})")
-    family, out_form = _FAMILY_OF[name]
-    params = [p for p in family.parameters(out_form) if p is not None]
-    positional = [p for p in params if p in family.inputs or p in family.optional or (out_form and p in family.outputs)]
-    if len(args) > len(positional):
-        raise InvalidArgumentError(f"warmup: {name} takes {len(positional)} positional arguments, not {len(args)}")
-    b = {p.name: value for p, value in zip(positional, args)}
-    for k in kwargs:
-        if k in b or k not in {p.name for p in params}:
-            raise InvalidArgumentError(f"warmup: {name} has no argument {k!r}, or it was given twice")
-    b.update(kwargs)
-    for p in params:
-        if p.name not in b:
-            if p.default_text is None:
-                raise InvalidArgumentError(f"warmup: {name} needs its argument {p.name}")
-            b[p.name] = p.default
-    if not out_form:
-        family.check(name, family.call(tuple(b.get(n) for n in family.names)))  # before allocate indexes the dims
-        b.update(zip(family.output_names, family.allocate(*(b[n] for n in family.allocate_names))))
-    q = b["q"]
+    family, name, values = _bind("warmup", op, args, kwargs)
+    q = values[family.names.index("q")]
     if arch is not None:
         dev = None
     elif q.device.type == "cuda":
@@ -150,13 +157,21 @@ def warmup(op, *args, device=None, arch=None, **kwargs):
         dev = torch.cuda.current_device()
     else:
         dev = torch.device(device).index or 0 if not isinstance(device, int) else device
-    values = tuple(b[n] for n in family.names)
     c = family.call(values)
     key = None if arch is not None else _plans.call_key(family.head(name, c), family.tensors(c), dev)
     e = _plans.plans.get(key) if key is not None else None
     if e is None:
         e = _plans.plan_call(family, name, key, values, device=dev, arch=arch)
     return e.plan
+
+
+def graph(op, *args, **kwargs):
+    """The rime Graph that a call of `op` with these arguments (CUDA or meta tensors) plans, checked as the
+    operator checks it, without planning: for rime.explain(graph, arch="sm_90a") on a machine without a GPU."""
+    family, name, values = _bind("graph", op, args, kwargs)
+    c = family.call(values)
+    family.check(name, c)
+    return family.graph(name, c, None)[0]
 
 
 # ---- context parallelism: an NCCL communicator over a torch.distributed group -------------------------------------
