@@ -1,0 +1,75 @@
+"""transformers' 2D padding mask as rime's per-sequence starts and lengths (SPEC section 2), computed on the device
+with no host sync: what the mask function hands the attention function in place of a mask.
+
+The sequences of one forward are a [4, B] int32 tensor, rows START_Q, LEN_Q, START_KV, LEN_KV: sequence b's queries
+are rows [start_q, start_q + len_q) of the dense S_q axis and its keys positions [start_kv, start_kv + len_kv) of the
+K/V tensors the layer's cache hands the attention function. Every row is a contiguous [B] view, passed to
+torch.ops.rime.attention as it is.
+
+The mask m [B, L] (L = tokens seen + this forward's queries) lines up with the keys the attention function gets:
+position p of m is key p of a cache that keeps every token (a DynamicCache's layer, a StaticCache's buffer, whose
+positions past L are its unused tail), and m's last kv_length positions are the keys of a layer that keeps a
+window (kv_length is what the cache's get_mask_sizes says). In either case the queries are m's last q_length
+positions. Sequence b holds the positions where m is true, assumed one run [s, e): left padding (generate's), right
+padding, both, or none. Then its keys are [s, e) and its queries those of m's last q_length positions inside
+[s, e). With the per-sequence bottom-right shift len_kv - len_q, query i of the sequence sees its own position's
+key and those before it, as transformers' causal mask does.
+"""
+import torch
+
+from ..errors import NotSupportedError
+
+START_Q, LEN_Q, START_KV, LEN_KV = range(4)
+
+
+def is_sequences(mask):
+    """Whether an attention function's `attention_mask` is what sequences() made."""
+    return isinstance(mask, torch.Tensor) and mask.dtype == torch.int32 and mask.dim() == 2 and mask.shape[0] == 4
+
+
+def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device):
+    """The [4, B] int32 sequences of a forward, or None when every sequence holds every position (no mask, and the
+    cache hands exactly q_offset + q_length keys). q_offset: the tokens the cache held before this forward (an int,
+    or a 0-dim tensor for a StaticCache)."""
+    if attention_mask is None:
+        if not isinstance(q_offset, torch.Tensor) and q_offset + q_length >= kv_length:
+            return None
+        # A static cache without a padding mask: every sequence holds positions [0, q_offset + q_length).
+        if isinstance(q_offset, torch.Tensor):
+            filled = torch.clamp(q_offset.to(device) + q_length, max=kv_length).to(torch.int32)
+        else:
+            filled = min(q_offset + q_length, kv_length)
+        zeros = torch.zeros(batch_size, dtype=torch.int32, device=device)
+        return torch.stack((zeros, zeros + q_length, zeros, zeros + filled))
+    m = attention_mask
+    if m.dim() != 2 or m.shape[0] != batch_size:
+        raise NotSupportedError(f"attention_mask: shape {tuple(m.shape)}; rime serves transformers' 2D padding mask "
+                                f"[batch {batch_size}, tokens], not a prepared 4D mask")
+    if m.shape[1] > kv_length:  # a layer that keeps a window of the tokens: the mask's last kv_length positions
+        m = m[:, -kv_length:]
+    m = m.to(torch.int32)
+    length = m.shape[1]
+    count = m.sum(1, dtype=torch.int32)
+    first = m.argmax(1).to(torch.int32)  # the first true position (0 for a row of none: count 0)
+    end = first + count
+    q_first = length - q_length  # the position of query 0
+    start_q = torch.clamp(first - q_first, 0, q_length)
+    end_q = torch.clamp(end - q_first, 0, q_length)
+    return torch.stack((start_q, end_q - start_q, first, count))
+
+
+def check_one_run(attention_mask):
+    """Refuses a mask whose true positions are not one run per row (a hole inside a sequence), which starts and
+    lengths cannot say. Reads the mask on the host: called where a sync is cheap (a prefill, not captured, not
+    traced)."""
+    m = attention_mask.to(torch.int32)
+    count = m.sum(1)
+    first = m.argmax(1)
+    last = m.shape[1] - 1 - m.flip(1).argmax(1)
+    holes = (count > 0) & (last - first + 1 != count)
+    if bool(holes.any()):
+        rows = holes.nonzero().flatten().tolist()
+        raise NotSupportedError(
+            f"attention_mask: rows {rows[:8]} hold masked positions between unmasked ones; rime serves padding on "
+            "either side of each sequence (one run of ones per row, as tokenizers and generate make), which "
+            "per-sequence starts and lengths say without a gather")

@@ -1,0 +1,217 @@
+"""rime.transformers without a GPU (skipped, with the reason, without torch or transformers): the mask as starts and
+lengths, the registration, models from random configs on the meta device running through rime's attention function
+(the operators' fake kernels), the refusals that name a config field, what warmup would plan, and check()'s verdict
+for each model family, explained for sm_90a."""
+import pytest
+
+import rime
+
+torch = pytest.importorskip("torch", reason="rime.transformers' tests need torch")
+pytest.importorskip("transformers", reason="rime.transformers' tests need transformers")
+import transformers  # noqa: E402
+from transformers import AttentionInterface  # noqa: E402
+from transformers.masking_utils import AttentionMaskInterface  # noqa: E402
+
+import rime.transformers as rt  # noqa: E402
+from rime.transformers import _attention  # noqa: E402
+from rime.transformers._sequences import check_one_run, sequences  # noqa: E402
+
+rt.register()
+
+
+def rows(t):
+    return [r.tolist() for r in t]
+
+
+# ---- the mask as per-sequence starts and lengths --------------------------------------------------------------
+
+def test_a_left_padded_prefill_places_each_sequence_at_its_first_token():
+    m = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]], dtype=torch.bool)
+    s = sequences(3, 5, 5, 0, m, "cpu")
+    assert s.dtype == torch.int32 and s.shape == (4, 3)
+    # start_q, len_q, start_kv, len_kv: the padded queries are rows outside [start_q, start_q + len_q)
+    assert rows(s) == [[2, 0, 4], [3, 5, 1], [2, 0, 4], [3, 5, 1]]
+
+
+def test_a_decode_step_sees_every_key_of_its_sequence_and_nothing_before_its_start():
+    m = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)  # 5 seen + this token
+    s = sequences(2, 1, 6, 5, m, "cpu")
+    assert rows(s) == [[0, 0], [1, 1], [2, 0], [4, 6]]
+
+
+def test_right_padding_ends_each_sequence_at_its_last_token():
+    m = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert rows(sequences(2, 5, 5, 0, m, "cpu")) == [[0, 0], [3, 5], [0, 0], [3, 5]]
+
+
+def test_a_static_cache_masks_its_unused_tail():
+    # The cache hands its whole buffer (kv_length = max_cache_len 16); the mask covers the tokens seen so far.
+    m = torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)  # 4 seen + this token
+    assert rows(sequences(2, 1, 16, torch.tensor(4), m, "cpu")) == [[0, 0], [1, 1], [1, 0], [4, 5]]
+    # No mask: every sequence holds the positions seen, from a tensor offset (a StaticCache's) without a sync.
+    assert rows(sequences(2, 1, 16, torch.tensor(4), None, "cpu")) == [[0, 0], [1, 1], [0, 0], [5, 5]]
+    # A cache that hands exactly the tokens seen, unpadded: nothing to say.
+    assert sequences(2, 1, 5, 4, None, "cpu") is None
+
+
+def test_a_layer_that_keeps_a_window_reads_the_masks_last_positions():
+    # DynamicSlidingWindowLayer at window 4: the keys handed are the last 3 seen + this token; the first sequence's
+    # padding has scrolled out of them, the second's has not.
+    m = torch.tensor([[0, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1]], dtype=torch.bool)
+    assert rows(sequences(2, 1, 4, 6, m, "cpu")) == [[0, 0], [1, 1], [0, 1], [4, 3]]
+
+
+def test_a_chunked_prefill_over_a_cache_sees_the_cached_tokens():
+    # 3 cached tokens (the first padding), 2 new queries: both queries are real, their keys are positions 1..4.
+    m = torch.tensor([[0, 1, 1, 1, 1]], dtype=torch.bool)
+    assert rows(sequences(1, 2, 5, 3, m, "cpu")) == [[0], [2], [1], [4]]
+
+
+def test_a_mask_with_a_hole_inside_a_sequence_is_refused_by_name():
+    check_one_run(torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool))
+    with pytest.raises(rime.NotSupportedError, match=r"attention_mask: rows \[1\] hold masked positions between"):
+        check_one_run(torch.tensor([[0, 1, 1, 1], [1, 0, 1, 1]], dtype=torch.bool))
+
+
+# ---- registration and models -------------------------------------------------------------------------------------
+
+def test_register_puts_one_backend_named_rime_in_both_registries_and_is_idempotent():
+    rt.register()
+    rt.register()
+    assert AttentionInterface._global_mapping["rime"] is rt.attention
+    assert AttentionMaskInterface._global_mapping["rime"] is rt.mask
+    assert "flash" not in rt.NAME  # transformers routes "flash" names into FlashAttention's own code
+
+
+def llama(**overrides):
+    config = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+                  num_key_value_heads=2, head_dim=64, vocab_size=1000)
+    config.update(overrides)
+    return transformers.LlamaConfig(**config)
+
+
+def model_of(config, dtype=torch.bfloat16, attn="rime"):
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn, dtype=dtype)
+    return model.eval()
+
+
+class Recorded:
+    """Records every call of the operator that rime's attention function makes."""
+
+    def __enter__(self):
+        self.calls = []
+        _attention.recorder = lambda module, query, call: self.calls.append(call)
+        return self
+
+    def __exit__(self, *exc):
+        _attention.recorder = None
+
+
+def test_a_left_padded_batch_runs_every_layer_through_rime_with_its_starts_and_lengths():
+    model = model_of(llama())
+    ids = torch.zeros(2, 7, dtype=torch.long, device="meta")
+    mask = torch.ones(2, 7, dtype=torch.long, device="meta")
+    with torch.no_grad(), Recorded() as r:
+        logits = model(input_ids=ids, attention_mask=mask).logits
+    assert logits.shape == (2, 7, 1000)
+    assert len(r.calls) == 2  # one per layer
+    c = r.calls[0]
+    # K and V as the layer holds them: [B, S, H_kv, D] views of [B, H_kv, S, D], not repeated to the 8 q heads.
+    assert c["k"].shape == (2, 7, 2, 64) and c["k"].stride() == (7 * 2 * 64, 64, 7 * 64, 1)
+    assert c["q"].shape == (2, 7, 8, 64)
+    assert all(c[n].shape == (2,) and c[n].dtype == torch.int32
+               for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
+    assert c["causal"] and c["window_left"] == -1 and c["softmax_scale"] == pytest.approx(64 ** -0.5)
+
+
+def test_a_model_switched_to_rime_after_loading_uses_it():
+    model = model_of(llama(), attn="sdpa")
+    model.set_attn_implementation("rime")
+    with torch.no_grad(), Recorded() as r:
+        model(input_ids=torch.zeros(1, 3, dtype=torch.long, device="meta"))
+    assert len(r.calls) == 2
+
+
+def test_what_rime_does_not_serve_is_refused_naming_the_config_field():
+    ids = torch.zeros(1, 4, dtype=torch.long, device="meta")
+    with pytest.raises(rime.NotSupportedError, match=r"LlamaAttention \(layer 0\).*activations in torch.float32"):
+        with torch.no_grad():
+            model_of(llama(), dtype=torch.float32)(input_ids=ids)
+    with pytest.raises(rime.NotSupportedError, match=r"dropout 0.1 \(config.attention_dropout"):
+        with torch.no_grad():
+            model_of(llama(attention_dropout=0.1)).train()(input_ids=ids)
+    with pytest.raises(rime.NotSupportedError, match="autograd: rime has no backward pass"):
+        model_of(llama())(input_ids=ids)
+    with pytest.raises(rime.NotSupportedError, match="not a prepared mask"):
+        with torch.no_grad():
+            model_of(llama())(input_ids=ids, attention_mask=torch.ones(1, 1, 4, 4, dtype=torch.bool, device="meta"))
+
+
+def test_torch_compile_traces_the_model_without_a_graph_break():
+    # fullgraph=True fails on any graph break: the mask function (starts and lengths on the device, no host read)
+    # and the attention function trace whole. A padded prefill without a cache, then a StaticCache's decode step (the
+    # path transformers compiles: a DynamicCache's first update makes tensors inside the graph, which dynamo refuses
+    # whatever the backend).
+    model = model_of(llama())
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    ids = torch.zeros(2, 5, dtype=torch.long, device="meta")
+    mask = torch.ones(2, 5, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        assert compiled(input_ids=ids, attention_mask=mask, use_cache=False).logits.shape == (2, 5, 1000)
+        cache = transformers.StaticCache(config=model.config, max_cache_len=16)
+        model(input_ids=ids, attention_mask=mask, past_key_values=cache)  # the prefill, eager
+        mask = torch.ones(2, 6, dtype=torch.long, device="meta")
+        out = compiled(input_ids=ids[:, :1], attention_mask=mask, past_key_values=cache)
+        assert out.logits.shape == (2, 1, 1000)
+
+
+# ---- what warmup plans, and check() ------------------------------------------------------------------------------
+
+def test_a_static_cache_needs_two_plans_per_batch_size_and_a_dynamic_one_a_plan_per_length():
+    model = model_of(llama())
+    static = rt.calls(model, batch_sizes=(1, 4), prompt_lengths=(16,), max_new_tokens=32, cache="static")
+    assert len(static) == 4  # (prefill, decode) x 2 batch sizes: the decode's K/V are the 48-token buffer
+    assert {c.kwargs["k"].shape[1] for c in static} == {48}
+    dynamic = rt.calls(model, batch_sizes=(1,), prompt_lengths=(16,), max_new_tokens=32, cache="dynamic")
+    # The prefill, then decode steps over 17 .. 47 keys: DynamicCache's keys grow by one a step.
+    assert sorted(c.kwargs["k"].shape[1] for c in dynamic) == [16] + list(range(17, 48))
+    with pytest.raises(rime.InvalidArgumentError, match="attn_implementation='rime'"):
+        rt.calls(model_of(llama(), attn="sdpa"))
+
+
+def test_a_sliding_window_layer_stops_growing_at_its_window():
+    config = transformers.Qwen2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=8, num_key_value_heads=2, vocab_size=1000,
+                                      use_sliding_window=True, sliding_window=24, max_window_layers=1,
+                                      layer_types=["full_attention", "sliding_attention"])
+    model = model_of(config)
+    found = rt.calls(model, batch_sizes=(1,), prompt_lengths=(16,), max_new_tokens=32)
+    sliding = sorted({c.kwargs["k"].shape[1] for c in found if c.kwargs["window_left"] == 24})
+    full = sorted({c.kwargs["k"].shape[1] for c in found if c.kwargs["window_left"] == -1})
+    assert full == list(range(16, 48))
+    assert max(sliding) == 24  # window - 1 kept + this token
+
+
+def test_check_explains_each_model_family_for_the_arch():
+    lines = rt.check(model_of(llama()), arch="sm_90a")
+    assert any("row sdpa_sm90_f16" in line for line in lines)
+    # Gemma 2 caps its logits; Phi-3 has head dim 96: refused with the field, before any GPU work.
+    gemma2 = transformers.Gemma2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=1000)
+    with pytest.raises(rime.NotSupportedError, match=r"(?s)attn_logit_softcapping 50.0.*logit soft-capping"):
+        rt.check(model_of(gemma2), arch="sm_90a")
+    phi3 = transformers.Phi3Config(hidden_size=384, intermediate_size=512, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=4, vocab_size=1000, pad_token_id=0)
+    with pytest.raises(rime.NotSupportedError, match=r"(?s)head_dim 96.*D_qk 96 not in"):
+        rt.check(model_of(phi3), arch="sm_90a")
+
+
+def test_gpt_oss_sinks_reach_the_operator_as_float32_once_per_parameter_version():
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.bfloat16))
+    first = _attention._sink(p)
+    assert first.dtype == torch.float32 and first.is_contiguous()
+    assert _attention._sink(p) is first  # no conversion per call
+    with torch.no_grad():
+        p.add_(1)
+    assert _attention._sink(p) is not first and torch.equal(_attention._sink(p), p.detach().float())

@@ -1,0 +1,161 @@
+"""rime.transformers on the GPU (skipped, with the reason, without torch, transformers or a GPU): small models from
+random configs (no downloads) run with attn_implementation="rime" against sdpa (or eager, for gpt-oss, which has no
+sdpa path) in the same process: every layer's hidden states of a left-padded batch, greedy generate of left-padded
+prompts against each prompt alone, a StaticCache under torch.compile(mode="reduce-overhead") against eager, and the
+plans a generate makes."""
+import pytest
+
+import rime
+
+torch = pytest.importorskip("torch", reason="rime.transformers' tests need torch")
+transformers = pytest.importorskip("transformers", reason="rime.transformers' tests need transformers")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+import rime.torch  # noqa: E402
+import rime.transformers as rt  # noqa: E402
+
+rt.register()
+DEV = "cuda"
+
+
+def rel_l2(got, want):
+    return ((got.float() - want.float()).norm() / want.float().norm()).item()
+
+
+def small(kind):
+    """A config of `kind` with a few small layers (the family's attention as it is: heads, head dim, windows,
+    sinks)."""
+    common = dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=3, vocab_size=2048, pad_token_id=0,
+                  initializer_range=0.05)
+    if kind == "llama-d64":
+        return transformers.LlamaConfig(num_attention_heads=16, num_key_value_heads=4, head_dim=64, **common)
+    if kind == "llama-d128":
+        return transformers.LlamaConfig(num_attention_heads=8, num_key_value_heads=2, head_dim=128, **common)
+    if kind == "qwen2-sliding":
+        return transformers.Qwen2Config(num_attention_heads=8, num_key_value_heads=2, use_sliding_window=True,
+                                        sliding_window=48, max_window_layers=1,
+                                        layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                                        **common)
+    if kind == "mistral":
+        return transformers.MistralConfig(num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+                                          sliding_window=40, **common)
+    if kind == "gpt-oss":
+        return transformers.GptOssConfig(num_attention_heads=8, num_key_value_heads=2, head_dim=64, sliding_window=32,
+                                         num_local_experts=4, num_experts_per_tok=2,
+                                         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                         **common)
+    raise KeyError(kind)
+
+
+def model_of(config, attn):
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn, dtype=torch.bfloat16)
+    return model.to(DEV).eval()
+
+
+def left_padded(lengths, total=None, vocab=2048, seed=1):
+    """input_ids and attention_mask of prompts of `lengths`, padded on the left (generate's padding)."""
+    g = torch.Generator().manual_seed(seed)
+    total = total or max(lengths)
+    ids = torch.zeros(len(lengths), total, dtype=torch.long)
+    mask = torch.zeros(len(lengths), total, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        ids[b, total - n:] = torch.randint(1, vocab, (n,), generator=g)
+        mask[b, total - n:] = 1
+    return ids.to(DEV), mask.to(DEV)
+
+
+FAMILIES = ["llama-d64", "llama-d128", "qwen2-sliding", "mistral", "gpt-oss"]
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_every_layers_hidden_states_match_the_reference_backend(kind):
+    # One model, its attention switched between rime and the reference (sdpa; eager for gpt-oss): every layer's
+    # hidden states at the real (unpadded) positions of a left-padded batch, rel L2 <= 2e-2 in BF16.
+    reference = "eager" if kind == "gpt-oss" else "sdpa"
+    model = model_of(small(kind), reference)
+    ids, mask = left_padded([70, 33, 1, 64])
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        model.set_attn_implementation("rime")
+        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    real = mask.bool()
+    for layer, (g, w) in enumerate(zip(got, want)):
+        assert rel_l2(g[real], w[real]) <= 2e-2, (kind, layer)
+
+
+@pytest.mark.parametrize("kind", ["llama-d128", "qwen2-sliding", "gpt-oss"])
+def test_greedy_generate_of_left_padded_prompts_equals_each_prompt_alone(kind):
+    model = model_of(small(kind), "rime")
+    lengths = [57, 20, 3]
+    ids, mask = left_padded(lengths)
+    with torch.no_grad():
+        batch = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=32, do_sample=False)
+        for b, n in enumerate(lengths):
+            alone = model.generate(input_ids=ids[b:b + 1, -n:], attention_mask=mask[b:b + 1, -n:],
+                                   max_new_tokens=32, do_sample=False)
+            assert torch.equal(batch[b, -32:], alone[0, -32:]), (kind, b)
+
+
+def test_right_padding_gives_each_sequence_its_own_logits():
+    model = model_of(small("llama-d128"), "rime")
+    ids, _ = left_padded([40, 40], seed=3)
+    mask = torch.ones_like(ids)
+    mask[1, 25:] = 0  # the second sequence is its first 25 tokens, padded on the right
+    with torch.no_grad():
+        both = model(input_ids=ids, attention_mask=mask).logits
+        alone = model(input_ids=ids[1:, :25]).logits
+    assert rel_l2(both[1, :25], alone[0]) <= 2e-2
+
+
+def test_a_static_cache_under_cuda_graphs_decodes_as_eager_with_constant_plans():
+    config = small("llama-d128")
+    model = model_of(config, "rime")
+    ids, mask = left_padded([45, 12])
+    rt.warmup(model, batch_sizes=[2], prompt_lengths=[45], max_new_tokens=24, cache="static")
+    plans_after_warmup = rime.torch.plan_count()
+    with torch.no_grad():
+        eager = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
+                               cache_implementation="static")
+        model.forward = torch.compile(model.forward, fullgraph=True, mode="reduce-overhead")
+        compiled = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
+                                  cache_implementation="static")
+    assert torch.equal(eager, compiled)
+    assert rime.torch.plan_count() == plans_after_warmup  # warmup made every plan the two generates used
+
+
+def test_plans_of_a_decode_loop():
+    # A StaticCache: one decode plan for every step. A DynamicCache: the shape class holds S_kv, so one plan per
+    # step, each made in about 60 us from the plan cache's compiled kernels (docs/transformers.md).
+    model = model_of(small("llama-d64"), "rime")
+    ids, mask = left_padded([30, 9])
+    for cache, grows in (("static", False), ("dynamic", True)):
+        rime.torch.clear_plans()
+        kv = transformers.StaticCache(config=model.config, max_cache_len=64) if cache == "static" else \
+            transformers.DynamicCache(config=model.config)
+        counts = []
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, past_key_values=kv)
+            token = out.logits[:, -1:].argmax(-1)
+            for _ in range(16):
+                mask = torch.cat((mask, torch.ones_like(mask[:, :1])), dim=1)
+                out = model(input_ids=token, attention_mask=mask, past_key_values=kv)
+                token = out.logits[:, -1:].argmax(-1)
+                counts.append(rime.torch.plan_count())
+        if grows:
+            assert counts[-1] - counts[1] == len(counts) - 2
+        else:
+            assert counts[-1] == counts[1]
+
+
+def test_gemma2_and_phi3_are_refused_with_their_fields():
+    gemma2 = transformers.Gemma2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=1000)
+    with pytest.raises(rime.NotSupportedError, match="attn_logit_softcapping"):
+        with torch.no_grad():
+            model_of(gemma2, "rime")(input_ids=torch.ones(1, 8, dtype=torch.long, device=DEV))
+    phi3 = transformers.Phi3Config(hidden_size=384, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=4, vocab_size=1000, pad_token_id=0)
+    with pytest.raises(rime.NotSupportedError, match="head_dim 96"):
+        with torch.no_grad():
+            model_of(phi3, "rime")(input_ids=torch.ones(1, 8, dtype=torch.long, device=DEV))

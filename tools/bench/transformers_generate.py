@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""End-to-end `generate` of a Llama-3-8B-shaped attention (32 query heads over 8 kv heads, head dim 128, hidden 4096)
+in a few random layers, BF16, with attn_implementation rime, sdpa on torch's cuDNN and flash backends, and eager, in
+one run: tokens/s, prefill time, decode time per token, and the attention's share of each (CUDA events around every
+attention call). A benchmark, not a test (issue 54's table in docs/perf.md).
+
+    python3 tools/bench/transformers_generate.py [--layers 4] [--csv FILE]
+
+Shapes: batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
+(no padding: sdpa then takes its causal path without a mask). Prefill time is a generate of one token; decode time
+per token is (generate of N - generate of 1) / (N - 1). Each backend runs its shapes once untimed first.
+"""
+import argparse
+import contextlib
+import csv
+import sys
+import time
+
+import torch
+import transformers
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+from transformers.models.llama.modeling_llama import eager_attention_forward
+
+import rime.transformers as rt
+
+SHAPES = [(8, 2048, 256), (64, 512, 128)]
+
+
+class AttentionTimer:
+    """Wraps an attention function: CUDA events around each call, summed after a synchronize."""
+
+    def __init__(self, fn):
+        self.fn, self.events = fn, []
+
+    def __call__(self, *args, **kwargs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = self.fn(*args, **kwargs)
+        end.record()
+        self.events.append((start, end))
+        return out
+
+    def take_ms(self):
+        torch.cuda.synchronize()
+        ms = sum(s.elapsed_time(e) for s, e in self.events)
+        self.events = []
+        return ms
+
+
+def backends():
+    """name -> (registered attention implementation, its timer, a context for the run)."""
+    rt.register()
+    out = {}
+    # Registered names without "flash": transformers routes those into FlashAttention's own code.
+    for name, impl, fn, mask, context in (
+            ("rime", "timed-rime", rt.attention, rt.mask, contextlib.nullcontext),
+            ("sdpa (cuDNN)", "timed-sdpa-cudnn", sdpa_attention_forward, sdpa_mask,
+             lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
+            ("sdpa (flash)", "timed-sdpa-fa2", sdpa_attention_forward, sdpa_mask,
+             lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
+            ("eager", "timed-eager", eager_attention_forward, eager_mask, contextlib.nullcontext)):
+        timer = AttentionTimer(fn)
+        AttentionInterface.register(impl, timer)
+        AttentionMaskInterface.register(impl, mask)
+        out[name] = (impl, timer, context)
+    return out
+
+
+def timed_generate(model, ids, new_tokens, timer):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                       min_new_tokens=new_tokens, do_sample=False)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3, timer.take_ms()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=a.layers,
+                                      num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+                                      pad_token_id=0, max_position_embeddings=8192)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
+    model = model.cuda().eval()
+    rows = []
+    for name, (impl, timer, context) in backends().items():
+        model.set_attn_implementation(impl)
+        for B, P, N in SHAPES:
+            ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
+            with context():
+                timed_generate(model, ids, N, timer)  # compiles, plans, autotunes: untimed
+                prefill_ms, prefill_attn = timed_generate(model, ids, 1, timer)
+                total_ms, total_attn = timed_generate(model, ids, N, timer)
+            decode_ms = (total_ms - prefill_ms) / (N - 1)
+            decode_attn = (total_attn - prefill_attn) / (N - 1)
+            rows.append(dict(backend=name, batch=B, prompt=P, new=N, tokens_per_s=B * N / total_ms * 1e3,
+                             prefill_ms=prefill_ms, prefill_attention_ms=prefill_attn, decode_ms_per_token=decode_ms,
+                             decode_attention_ms_per_token=decode_attn))
+            r = rows[-1]
+            print(f"{name:14s} B{B:<3d} P{P:<5d} +{N:<4d} {r['tokens_per_s']:9.1f} tok/s  prefill {prefill_ms:8.2f} ms "
+                  f"(attention {prefill_attn:7.2f})  decode {decode_ms:6.3f} ms/token (attention {decode_attn:6.3f})",
+                  flush=True)
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
