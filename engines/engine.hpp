@@ -44,6 +44,8 @@ struct TileGeometry {
 struct Bindings {
   const std::unordered_map<int64_t, void*>& buffers;
   void* workspace = nullptr;
+  // This execute's K/V extent (ExecuteOptions::kv_extent, checked by the plan), or nullptr: the graph's.
+  const KvExtent* kv = nullptr;
   // The buffer bound to a role, or nullptr when the graph leaves the role empty.
   void* of(const Facts& facts, Role role) const {
     const TensorFacts& t = facts.operand(role);

@@ -181,6 +181,14 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.band_right = f.mask.band_right ? static_cast<int>(*f.mask.band_right) : -1;
   p.window_left = f.mask.window_left ? static_cast<int>(*f.mask.window_left) : -1;
   p.diag_shift = f.mask.bottom_right ? static_cast<int>(f.S_kv - f.S_q) : 0;
+  if (b.kv) {  // this execute's K/V: fewer keys than the graph's S_kv (a capacity), and their own strides
+    p.S_kv = static_cast<int>(b.kv->length);
+    for (int i = 0; i < 3; ++i) {
+      p.k_stride[i] = b.kv->k_strides[static_cast<size_t>(i)];
+      p.v_stride[i] = b.kv->v_strides[static_cast<size_t>(i)];
+    }
+    p.diag_shift = f.mask.bottom_right ? static_cast<int>(b.kv->length - f.S_q) : 0;
+  }
   p.bottom_right = f.mask.bottom_right ? 1 : 0;
   p.stats_log2 = f.stats_log2 ? 1 : 0;
   return p;

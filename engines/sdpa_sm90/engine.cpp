@@ -148,20 +148,28 @@ TileShape layout_tile(const Facts& f, int n_consumers) {
 // 3.80 TB/s where the K/V bytes it needs came to 3.23; with 128 bytes it ran 4.5% faster (docs/perf-history.md,
 // "Session 14: the paged producer of the Hopper kernel"), and
 // the paged prefill the same (0.993x).
-Status encode_map(RimeTensorMap& out, const TensorFacts& t, void* base, int rows, bool page_pool, const char* what) {
+// `kv`: this execute's K/V extent (its length replaces dims[2], its strides the graph's), or nullptr.
+Status encode_map(RimeTensorMap& out, const TensorFacts& t, const KvExtent* kv, bool is_v, void* base, int rows,
+                  bool page_pool, const char* what) {
   const driver::Api* api = driver::api();
   if (!api) return driver::load_status();
   if (!api->cuTensorMapEncodeTiled)
     return Status(StatusCode::CudaError, "the CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
   const int eb = bits_of(t.dtype) / 8;
   const int row = rime_sm90::row_bytes(static_cast<int>(t.dims[3]) * eb);
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.dims[3]), static_cast<cuuint64_t>(t.dims[2]),
-                              static_cast<cuuint64_t>(t.dims[1]), static_cast<cuuint64_t>(t.dims[0])};
+  int64_t extent[4] = {t.dims[0], t.dims[1], t.dims[2], t.dims[3]}, stride[4] = {t.strides[0], t.strides[1],
+                                                                               t.strides[2], t.strides[3]};
+  if (kv) {
+    extent[2] = kv->length;
+    for (size_t i = 0; i < 4; ++i) stride[i] = is_v ? kv->v_strides[i] : kv->k_strides[i];
+  }
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(extent[3]), static_cast<cuuint64_t>(extent[2]),
+                              static_cast<cuuint64_t>(extent[1]), static_cast<cuuint64_t>(extent[0])};
   // Strides of dims of extent 1 are never stepped; TMA still wants them multiples of 16 bytes.
   cuuint64_t strides[3];
   for (int i = 0; i < 3; ++i) {
     const int dim = 2 - i;  // s, h, b
-    strides[i] = t.dims[static_cast<size_t>(dim)] > 1 ? static_cast<cuuint64_t>(t.strides[static_cast<size_t>(dim)] * eb) : 16;
+    strides[i] = extent[dim] > 1 ? static_cast<cuuint64_t>(stride[dim] * eb) : 16;
   }
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(row / eb), static_cast<cuuint32_t>(rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
@@ -266,9 +274,9 @@ class SdpaSm90 final : public Engine {
     // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
     // than a tile); the kernel issues a tile's boxes from its page ids.
     const int rows = f.paged ? static_cast<int>(std::min<int64_t>(f.page_size, c.decision.tile.kv)) : c.decision.tile.kv;
-    Status s = encode_map(w.k_map, f.k(), b.of(f, Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
+    Status s = encode_map(w.k_map, f.k(), b.kv, false, b.of(f, Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
     if (!s.ok()) return s;
-    s = encode_map(w.v_map, f.v(), b.of(f, Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
+    s = encode_map(w.v_map, f.v(), b.kv, true, b.of(f, Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
     if (!s.ok()) return s;
     static_assert(sizeof(SdpaSm90Params) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
     std::memcpy(out[0].bytes, &w, sizeof(w));

@@ -99,6 +99,14 @@ struct ExecuteOptions {
   // kernel on first use, allocates an 8-byte word and synchronises the stream, so it is not capturable in a
   // CUDA graph. A graph without per-sequence lengths has nothing to check.
   bool check_indices = false;
+  // Set: this call's K and V hold kv_extent->length keys (1 <= length <= the graph's S_kv) with their own strides,
+  // and the graph's S_kv is a capacity. One plan then serves every length up to it: a cache that grows a token a
+  // step (transformers' DynamicCache) keeps one plan instead of making one per length. Everything the graph says
+  // of S_kv reads the length instead (the key bounds, the bottom-right shift, the per-sequence lengths' clamp);
+  // the plan's choices (tile, split count) stay those made for the capacity. Dense K and V only (not paged,
+  // ragged or context-parallel); the strides keep the graph's alignment (multiples of 16 bytes where its K and V
+  // had them). InvalidArgument otherwise, naming the field.
+  std::optional<KvExtent> kv_extent;
 };
 
 class Plan {

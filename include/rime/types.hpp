@@ -1,6 +1,7 @@
 // Data types and tensor descriptors of the rime graph model (SPEC section 1).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,6 +66,14 @@ struct TensorDesc {
            a.dtype == b.dtype && a.is_output == b.is_output;
   }
   friend bool operator!=(const TensorDesc& a, const TensorDesc& b) { return !(a == b); }
+};
+
+// K and V of one execute that hold fewer keys than the graph says (ExecuteOptions::kv_extent): `length` keys, laid
+// out with these logical [B, H, S, D] strides in elements (D's 1), the other dims the graph's.
+struct KvExtent {
+  int64_t length = 0;
+  std::array<int64_t, 4> k_strides{};
+  std::array<int64_t, 4> v_strides{};
 };
 
 }  // namespace rime

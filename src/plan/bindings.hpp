@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "rime/inspect/facts.hpp"
+#include "rime/plan.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
@@ -14,7 +15,14 @@ namespace rime {
 // stores), 4 for the rest; no output overlapping any other operand or the workspace (an output written over an
 // input races with the kernel reading it; SPEC section 5 asks it of sf_o in particular). InvalidArgument
 // otherwise.
+// `kv`: this execute's K/V extent (ExecuteOptions::kv_extent, already checked by check_kv_extent), whose spans K and
+// V then are.
 Status check_bindings(const Facts& facts, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
-                      int64_t workspace_bytes);
+                      int64_t workspace_bytes, const KvExtent* kv = nullptr);
+
+// An execute's K/V extent against the plan's facts: dense K and V (not paged, ragged or context-parallel), a length
+// in [1, S_kv], D's stride 1, the other strides non-negative and, where the graph's K and V were 16-byte aligned, so
+// too. InvalidArgument naming the field otherwise.
+Status check_kv_extent(const Facts& facts, const KvExtent& kv);
 
 }  // namespace rime

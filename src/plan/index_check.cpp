@@ -46,7 +46,7 @@ int32_t read_int(const driver::Api* api, const void* base, int64_t index) {
 }  // namespace
 
 Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
-                     CUstream stream, CUcontext ctx) {
+                     CUstream stream, CUcontext ctx, int64_t kv_length) {
   // Nothing to check without per-sequence lengths (paged K/V require them: validation).
   if (!f.mask.padding) return Status::success();
   RIME_RETURN_IF_ERROR(load_checker(checker, f, ctx));
@@ -62,7 +62,7 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
   p.seq_start_kv = static_cast<const int*>(bindings.of(f, Role::SeqStartKv));
   p.B = static_cast<int>(f.B);
   p.S_q = static_cast<int>(f.S_q);
-  p.S_kv = static_cast<int>(f.S_kv);
+  p.S_kv = static_cast<int>(kv_length);
   p.T_q = static_cast<int>(f.T_q);
   p.T_kv = static_cast<int>(f.T_kv);
   if (f.paged) {
@@ -105,7 +105,7 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
     return Status(StatusCode::InvalidArgument,
                   fmt::format("checked indices: sequence {}: {}, {}", b,
                               side(p.cu_seqlens_q, p.seq_len_q, p.seq_start_q, "q", f.S_q, f.T_q, "max_seqlen_q"),
-                              side(p.cu_seqlens_kv, p.seq_len_kv, p.seq_start_kv, "kv", f.S_kv, f.T_kv,
+                              side(p.cu_seqlens_kv, p.seq_len_kv, p.seq_start_kv, "kv", kv_length, f.T_kv,
                                    "max_seqlen_kv")));
   const int32_t id = read_int(api, p.page_table, b * p.page_table_stride + entry);
   const int32_t len_kv = read_int(api, p.seq_len_kv, b);

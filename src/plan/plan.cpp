@@ -361,10 +361,10 @@ namespace {
 // Launches stages [first, end) of a prepared plan (execute, PlanInternals::launch_stages). allow_programmatic: a
 // stage after `first` may launch as a programmatic dependent of the one before.
 Status launch(const Plan::State& s, const std::unordered_map<int64_t, void*>& buffers, void* workspace,
-              CUstream cu_stream, int first, int end, bool allow_programmatic) {
+              CUstream cu_stream, int first, int end, bool allow_programmatic, const KvExtent* kv = nullptr) {
   const driver::Api* api = driver::api();
   engines::StageParams params;  // storage on the stack: the launch copies each block at the call
-  RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace}, params));
+  RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace, kv}, params));
   // Programmatic dependent launch (sm_90+): a stage after the first may launch while its predecessor's CTAs
   // still run (they allow it with griddepcontrol.launch_dependents) and waits in the kernel
   // (griddepcontrol.wait) before it reads what the predecessor wrote, so its launch and prologue hide behind
@@ -418,12 +418,15 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
   const State& s = *state_;
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
-  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes));
+  const KvExtent* kv = options.kv_extent ? &*options.kv_extent : nullptr;
+  if (kv) RIME_RETURN_IF_ERROR(check_kv_extent(s.facts, *kv));
+  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes, kv));
   const driver::Api* api = driver::api();
   const driver::ScopedContext in_ctx(s.context);
   RIME_RETURN_IF_ERROR(in_ctx.status());
   CUstream cu_stream = static_cast<CUstream>(stream);
-  if (options.check_indices) RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context));
+  if (options.check_indices)
+    RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context, kv ? kv->length : s.facts.S_kv));
   for (Role r : {Role::AmaxO, Role::AmaxS}) {
     if (const TensorFacts& t = s.facts.operand(r); t.bound) {
       RIME_RETURN_IF_ERROR(driver::check(
@@ -431,7 +434,7 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
           "cuMemsetD32Async(Amax)"));
     }
   }
-  return launch(s, buffers, workspace, cu_stream, 0, static_cast<int>(s.config.derived.stages.size()), true);
+  return launch(s, buffers, workspace, cu_stream, 0, static_cast<int>(s.config.derived.stages.size()), true, kv);
 }
 
 Status PlanInternals::launch_stages(const Plan& plan, const std::unordered_map<int64_t, void*>& buffers,

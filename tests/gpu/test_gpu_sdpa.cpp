@@ -981,6 +981,71 @@ TEST_CASE("split-KV matches the unsplit kernel, also with more splits than KV ti
   }
 }
 
+// A plan for a K/V capacity (4096 keys) executed over K and V of fewer keys, in buffers of their own length
+// (ExecuteOptions::kv_extent: a cache that grows a token a step): each run is checked as a trial of the graph of
+// the actual length, whose reference it must match. Decode and chunked prefill, BF16 and FP8, bottom-right causal
+// with per-sequence lengths (and starts on one case), the capacity plan's split kept.
+TEST_CASE("a capacity plan over fewer keys against the reference of the actual length", "[gpu][kv_extent]") {
+  struct Case {
+    DataType in;
+    int64_t S_q, length;
+    bool starts;
+  };
+  const Case cases[] = {{DataType::BF16, 1, 1, false},    {DataType::BF16, 1, 2311, false},
+                        {DataType::BF16, 64, 777, true},  {DataType::FP8_E4M3, 1, 3000, false},
+                        {DataType::FP8_E4M3, 8, 129, false}, {DataType::BF16, 1, 4096, false}};
+  int passed = 0;
+  for (const Case& c : cases) {
+    auto graph_of = [&](int64_t s_kv) {
+      Graph g("kv_extent");
+      test::TensorAdder add{g};
+      const int64_t B = 3, H_q = 8, H_kv = 2, D = 128;
+      const int64_t q = add("Q", {B, H_q, c.S_q, D}, c.in), k = add("K", {B, H_kv, s_kv, D}, c.in),
+                    v = add("V", {B, H_kv, s_kv, D}, c.in), o = add("O", {B, H_q, c.S_q, D}, DataType::BF16, true);
+      const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
+      std::optional<int64_t> sq, skv;
+      if (c.starts) sq = add("seq_start_q", {B}, DataType::INT32), skv = add("seq_start_kv", {B}, DataType::INT32);
+      SdpaAttributes a;
+      a.causal = true;
+      a.alignment = DiagonalAlignment::BottomRight;
+      a.padding_mask = true;
+      if (c.in == DataType::BF16) {
+        SdpaOperands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        io.seq_start_q = sq, io.seq_start_kv = skv;
+        REQUIRE(g.sdpa(io, a, "attn").ok());
+      } else {
+        SdpaFp8Operands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.seq_len_q = lq, io.seq_len_kv = lkv;
+        io.seq_start_q = sq, io.seq_start_kv = skv;
+        test::add_fp8_scalars(add, io);
+        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+      }
+      return g;
+    };
+    const Graph capacity = graph_of(4096), actual = graph_of(c.length);
+    Result<Plan> plan = Plan::build(capacity);
+    INFO(to_string(c.in) << " S_q " << c.S_q << " length " << c.length << ": " << plan.status().to_string());
+    REQUIRE(plan.ok());
+    Result<Facts> f = analyze(actual, plan->facts().device);
+    REQUIRE(f.ok());
+    ExecuteOptions options;
+    const std::array<int64_t, 4> strides = {2 * c.length * 128, c.length * 128, 128, 1};
+    options.kv_extent = KvExtent{c.length, strides, strides};
+    const testing::TrialInputs inputs = testing::make_inputs(actual, 4242 + c.length);
+    Result<testing::TrialReport> rep = testing::run_trial(
+        actual, f.value(), plan->workspace_size(), inputs, {},
+        [&](const std::unordered_map<int64_t, void*>& buffers, void* ws, CUstream stream, bool) {
+          return plan->execute(buffers, ws, stream, options);
+        });
+    REQUIRE(rep.ok());
+    INFO("split " << plan->config().decision.split_kv << ", rel L2 " << rep->o_rel_l2 << failures_text(rep.value()));
+    CHECK(rep->passed);
+    passed += rep->passed;
+  }
+  fmt::print("kv extent: {} of {} runs of a 4096-key plan over fewer keys passed\n", passed, std::size(cases));
+}
+
 TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[gpu][graph]") {
   // A split decode (the capture holds the attention kernel and the combine), and a paged decode whose replay
   // meets new lengths and a new page table: the plan reads both from device memory at run time.
