@@ -83,6 +83,17 @@ void execute(const Executable& plan, const PointersByUid& by_uid, void* workspac
   check(s);
 }
 
+// The same with options (a plan's: a RingPlan takes none).
+inline void execute(const Plan& plan, const PointersByUid& by_uid, void* workspace, void* stream,
+                    const ExecuteOptions& options) {
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = plan.execute(by_uid, workspace, stream, options);
+  }
+  check(s);
+}
+
 // ---- the areas -----------------------------------------------------------------------------------------------------
 
 void bind_graph(nb::module_& m);  // Graph, validate

@@ -1,12 +1,14 @@
 // The torch layer's per-call path (python/rime/torch/): one C++ call each for the shape-class key and the launch.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <iterator>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,13 +17,62 @@
 namespace rime::python {
 namespace {
 
+// A tuple's ints (a tensor's shape or stride()), into `out`; returns the rank. Raises on anything else.
+int ints_of(PyObject* tuple, int64_t (&out)[8]) {
+  if (!tuple) throw nb::python_error();
+  nb::object owner = nb::steal(tuple);
+  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > 8)
+    invalid_argument("a tensor's shape or stride() is not a tuple of at most 8 ints");
+  const int rank = static_cast<int>(PyTuple_GET_SIZE(tuple));
+  for (int d = 0; d < rank; ++d) out[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, d));
+  if (PyErr_Occurred()) throw nb::python_error();
+  return rank;
+}
+
+// The dense operator's K/V capacity (ExecuteOptions::kv_extent): `kv` = (index of q, k, v and seq_lens_k in the
+// call's tensors), each [B, S, H, D]. A call with per-sequence key lengths and more keys than queries (a cache's
+// decode or chunked prefill) is planned for S_kv rounded up to a power of two (at least 256), K and V 16-byte
+// aligned: a cache that grows a token a step then meets a new shape class once per doubling instead of once per
+// token. 0 otherwise (the call's own S_kv).
+int64_t kv_capacity(nb::handle tensors, nb::handle kv) {
+  static PyObject* const s_shape = interned("shape");
+  static PyObject* const s_stride = interned("stride");
+  static PyObject* const s_itemsize = interned("itemsize");
+  if (kv.is_none()) return 0;
+  const auto [qi, ki, vi, li] = nb::cast<std::tuple<int, int, int, int>>(kv);
+  PyObject* t = tensors.ptr();
+  if (!PyTuple_Check(t)) invalid_argument("_kv_capacity: tensors must be a tuple");
+  for (int i : {qi, ki, vi, li})
+    if (i < 0 || i >= PyTuple_GET_SIZE(t)) invalid_argument("_kv_capacity: an index past the call's tensors");
+  if (PyTuple_GET_ITEM(t, li) == Py_None) return 0;
+  int64_t q_shape[8], k_shape[8];
+  if (ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, qi), s_shape), q_shape) != 4 ||
+      ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, ki), s_shape), k_shape) != 4 || q_shape[1] >= k_shape[1])
+    return 0;
+  for (int i : {ki, vi}) {
+    PyObject* x = PyTuple_GET_ITEM(t, i);
+    int64_t stride[8];
+    if (ints_of(PyObject_CallMethodNoArgs(x, s_stride), stride) != 4 || stride[3] != 1) return 0;
+    nb::object size = nb::steal(PyObject_GetAttr(x, s_itemsize));
+    if (!size.is_valid()) throw nb::python_error();
+    const int64_t bytes = PyLong_AsLongLong(size.ptr());
+    for (int d = 0; d < 3; ++d)
+      if (stride[d] * bytes % 16 != 0) return 0;
+  }
+  int64_t capacity = 256;
+  while (capacity < k_shape[1]) capacity *= 2;
+  return capacity;
+}
+
 // The shape class of an operator call: (`head`, bytes), where head is the operator and its attributes and the bytes
 // hold, per tensor of the call, its dims, strides, dtype (the dtype object's identity: torch's dtypes are immortal
 // singletons) and device (`device` when given: a warmup's meta tensors stand for tensors on that GPU), or a zero
 // for an absent one. Built here rather than in Python, and as bytes rather than tuples of torch.Size, whose hashing
 // and comparing in the plan lookup cost as much as building them: key and lookup of a four-tensor call took 1.8 us
 // as Python tuples and 1.45 us as bytes on a 2-core CPU machine, the devices included only in the latter.
-nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> device) {
+// `kv` (the dense operator's): under a K/V capacity (kv_capacity), K and V enter as [B, capacity, H, D] with their
+// strides' order only (the plan reads each call's own length and strides).
+nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> device, nb::handle kv) {
   static PyObject* const s_shape = interned("shape");
   static PyObject* const s_stride = interned("stride");
   static PyObject* const s_dtype = interned("dtype");
@@ -43,6 +94,10 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
     for (Py_ssize_t d = 0; d < rank; ++d) put(PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, d)));
     if (PyErr_Occurred()) throw nb::python_error();
   };
+  const int64_t capacity = kv_capacity(tensors, kv);
+  int k_index = -1, v_index = -1;
+  if (capacity) std::tie(std::ignore, k_index, v_index, std::ignore) = nb::cast<std::tuple<int, int, int, int>>(kv);
+  put(capacity);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* t = PyTuple_GET_ITEM(tensors.ptr(), i);
     if (t == Py_None) {
@@ -50,8 +105,20 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
       continue;
     }
     put(1);
-    put_ints(PyObject_GetAttr(t, s_shape));
-    put_ints(PyObject_CallMethodNoArgs(t, s_stride));
+    if (i == k_index || i == v_index) {
+      int64_t shape[8], stride[8];
+      ints_of(PyObject_GetAttr(t, s_shape), shape);
+      ints_of(PyObject_CallMethodNoArgs(t, s_stride), stride);
+      for (int d = 0; d < 4; ++d) put(d == 1 ? capacity : shape[d]);
+      for (int d = 0; d < 4; ++d) {  // each dim's rank among the strides: the layout, whatever the length
+        int rank = 0;
+        for (int e = 0; e < 4; ++e) rank += stride[e] > stride[d] || (stride[e] == stride[d] && e < d);
+        put(rank);
+      }
+    } else {
+      put_ints(PyObject_GetAttr(t, s_shape));
+      put_ints(PyObject_CallMethodNoArgs(t, s_stride));
+    }
     nb::object dtype = nb::steal(PyObject_GetAttr(t, s_dtype));
     if (!dtype.is_valid()) throw nb::python_error();
     put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(dtype.ptr())));
@@ -72,16 +139,19 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
 
 // How an operator's plan binds a call: per graph tensor in declaration order, the index of the call's tensor whose
 // data_ptr() it takes, or -1 and a constant pointer (a scale or lengths tensor the layer made for the shape class).
-// run() reads the pointers and launches in one call, the GIL released around the launch.
+// run() reads the pointers and launches in one call, the GIL released around the launch. `kv` (k, v): a plan for a
+// K/V capacity, to which each run passes the call's K/V extent ([B, S, H, D] tensors: their S and strides).
 struct CallBinding {
   nb::object plan_object;  // keeps the Plan alive
   const Plan* plan = nullptr;
   std::vector<int> index;
   std::vector<uintptr_t> constant;
   std::vector<int64_t> uid;
+  std::optional<std::pair<int, int>> kv;
 
-  CallBinding(nb::handle plan_handle, const std::vector<std::pair<int, uintptr_t>>& slots)
-      : plan_object(nb::borrow(plan_handle)), plan(nb::cast<const Plan*>(plan_handle)) {
+  CallBinding(nb::handle plan_handle, const std::vector<std::pair<int, uintptr_t>>& slots,
+              std::optional<std::pair<int, int>> kv_indices)
+      : plan_object(nb::borrow(plan_handle)), plan(nb::cast<const Plan*>(plan_handle)), kv(kv_indices) {
     const std::vector<TensorDesc>& tensors = plan->graph().tensors();
     if (slots.size() != tensors.size())
       invalid_argument("_CallBinding: " + std::to_string(slots.size()) + " slots for the graph's " +
@@ -109,7 +179,24 @@ struct CallBinding {
       }
       by_uid.emplace(uid[i], reinterpret_cast<void*>(ptr));
     }
-    execute(*plan, by_uid, reinterpret_cast<void*>(workspace), reinterpret_cast<void*>(stream));
+    if (!kv) {
+      execute(*plan, by_uid, reinterpret_cast<void*>(workspace), reinterpret_cast<void*>(stream));
+      return;
+    }
+    static PyObject* const s_shape = interned("shape");
+    static PyObject* const s_stride = interned("stride");
+    ExecuteOptions options;
+    KvExtent& e = options.kv_extent.emplace();
+    for (int which = 0; which < 2; ++which) {
+      PyObject* t = PyTuple_GET_ITEM(tensors.ptr(), which ? kv->second : kv->first);
+      int64_t shape[8], stride[8];
+      if (ints_of(PyObject_GetAttr(t, s_shape), shape) != 4 || ints_of(PyObject_CallMethodNoArgs(t, s_stride), stride) != 4)
+        invalid_argument("_CallBinding.run: K and V must be [B, S, H, D]");
+      if (!which) e.length = shape[1];
+      // [B, S, H, D] as the graph's logical [B, H, S, D]
+      (which ? e.v_strides : e.k_strides) = {stride[0], stride[2], stride[1], stride[3]};
+    }
+    execute(*plan, by_uid, reinterpret_cast<void*>(workspace), reinterpret_cast<void*>(stream), options);
   }
 };
 
@@ -117,10 +204,13 @@ struct CallBinding {
 
 void bind_torch(nb::module_& m) {
   using namespace nb::literals;
-  m.def("_call_key", &call_key, "head"_a, "tensors"_a, "device"_a = nb::none(),
+  m.def("_call_key", &call_key, "head"_a, "tensors"_a, "device"_a = nb::none(), "kv"_a = nb::none(),
         "The torch layer's shape-class key of a call (python/rime/torch/_plans.py).");
+  m.def("_kv_capacity", &kv_capacity, "tensors"_a, "kv"_a,
+        "The K/V capacity a dense call is planned for (0: its own S_kv), as _call_key keys it.");
   nb::class_<CallBinding>(m, "_CallBinding", "How the torch layer's plan binds a call's tensors.")
-      .def(nb::init<nb::handle, const std::vector<std::pair<int, uintptr_t>>&>(), "plan"_a, "slots"_a)
+      .def(nb::init<nb::handle, const std::vector<std::pair<int, uintptr_t>>&, std::optional<std::pair<int, int>>>(),
+           "plan"_a, "slots"_a, "kv"_a = nb::none())
       .def("run", &CallBinding::run, "tensors"_a, "workspace"_a, "stream"_a);
 }
 

@@ -312,6 +312,29 @@ def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_l
     assert rime.torch.warmup("attention", q, kv, kv, softcap=0.0, arch="sm_90a").row  # 0: no capping, served
 
 
+def test_a_caches_decode_is_one_shape_class_for_every_length_up_to_its_capacity():
+    # With per-sequence key lengths and more keys than queries, K and V enter the key as a capacity (a power of two,
+    # at least 256) and their strides' order: a DynamicCache's K/V, a new tensor one key longer each step, keep one
+    # plan until the length doubles. The plan's graph says the capacity; each call passes its own length.
+    lens = meta(2, dtype=torch.int32)
+    q = meta(2, 1, 8, 128)
+
+    def key(s, lengths=lens, queries=q):
+        k = meta(2, 2, s, 128).transpose(1, 2)  # transformers' [B, H_kv, S, D] cache, as the operator takes it
+        family, name, values = rime.torch._bind("key", "attention", (queries, k, k), dict(seq_lens_k=lengths))
+        c = family.call(values)
+        return rime.torch._plans.call_key(family.head(name, c), family.tensors(c), 0, family.kv)
+
+    assert key(300) == key(301) == key(512) != key(513)
+    assert key(2) == key(256) != key(257)
+    assert key(300, lengths=None) != key(301, lengths=None)  # without lengths: the call's own S_kv
+    assert key(300, queries=meta(2, 300, 8, 128)) != key(301, queries=meta(2, 301, 8, 128))  # a prefill: its own
+    graph = rime.torch.graph("attention", q, meta(2, 2, 300, 128).transpose(1, 2), meta(2, 2, 300, 128).transpose(1, 2),
+                             seq_lens_k=lens, causal=True)
+    k = next(t for t in graph.tensors if t["name"] == "K")
+    assert k["dims"] == [2, 2, 512, 128] and k["strides"] == [2 * 512 * 128, 512 * 128, 128, 1]
+
+
 def test_the_dense_operator_takes_per_sequence_lengths_and_starts():
     # A padded batch or a static cache's filled part: seq_lens_q / seq_lens_k [B] int32 on the device (a CUDA-graph
     # replay reads their current values), one plan for the shape class whatever the lengths. A side given none holds

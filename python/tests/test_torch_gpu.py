@@ -172,6 +172,26 @@ def test_dense_attention_with_per_sequence_starts(dtype, causal, window, s_q):
             assert rel_l2(out[b:b + 1, sq:sq + lq], want) < tol, b
 
 
+def test_a_growing_cache_decodes_every_length_up_to_its_capacity_with_one_plan():
+    # A DynamicCache's K/V: a new [B, H_kv, S, D] tensor every step, one key longer. With per-sequence key lengths
+    # the operator plans for a capacity (S rounded up to a power of two) and each call passes its own length and
+    # strides: one plan for S 300 .. 511, each step against the reference of its own keys.
+    B = 2
+    q = torch.randn(B, 1, 8, 128, device=DEV, dtype=torch.bfloat16)
+    full_k, full_v = (torch.randn(B, 2, 511, 128, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    plans = None
+    for s in (300, 301, 377, 511):
+        k, v = full_k[:, :, :s].contiguous().transpose(1, 2), full_v[:, :, :s].contiguous().transpose(1, 2)
+        lens = torch.tensor([s, s - 40], device=DEV, dtype=torch.int32)
+        out = poisoned((B, 1, 8, 128), torch.bfloat16)
+        rime.torch.attention_out(q, k, v, out, seq_lens_k=lens, causal=True)
+        plans = plans if plans is not None else rime.torch.plan_count()
+        for b, n in enumerate(lens.tolist()):
+            want, _ = reference(q[b:b + 1], k[b:b + 1, :n], v[b:b + 1, :n], True)
+            assert rel_l2(out[b:b + 1], want) < 1e-2, (s, b)
+    assert rime.torch.plan_count() == plans
+
+
 def test_a_static_cache_decodes_every_step_with_one_plan_and_replays_new_lengths():
     # A fixed-capacity cache (transformers' StaticCache): K/V [B, capacity, H_kv, D], seq_lens_k the filled part.
     # Every step is one shape class (one plan), and a captured CUDA graph replays new lengths from the same buffer.

@@ -158,7 +158,7 @@ def warmup(op, *args, device=None, arch=None, **kwargs):
     else:
         dev = torch.device(device).index or 0 if not isinstance(device, int) else device
     c = family.call(values)
-    key = None if arch is not None else _plans.call_key(family.head(name, c), family.tensors(c), dev)
+    key = None if arch is not None else _plans.call_key(family.head(name, c), family.tensors(c), dev, family.kv)
     e = _plans.plans.get(key) if key is not None else None
     if e is None:
         e = _plans.plan_call(family, name, key, values, device=dev, arch=arch)
@@ -171,6 +171,7 @@ def graph(op, *args, **kwargs):
     family, name, values = _bind("graph", op, args, kwargs)
     c = family.call(values)
     family.check(name, c)
+    c.kv_capacity = _rime._kv_capacity(family.tensors(c), family.kv) if family.kv else 0
     return family.graph(name, c, None)[0]
 
 

@@ -154,8 +154,22 @@ def _sequences(g, c, device):
     return {"padding_mask": True}
 
 
+def _capacity_view(t, capacity):
+    """Logical dims and strides of a cache's [B, S, H, D] K or V planned for `capacity` keys: packed strides in the
+    order of the tensor's own (each call passes its length and strides: ExecuteOptions::kv_extent)."""
+    dims, strides = _bshd(t)
+    dims = (dims[0], dims[1], capacity, dims[3])
+    packed, step = [0] * 4, 1
+    for d in sorted(range(4), key=lambda d: (strides[d], d != 3)):
+        packed[d] = step
+        step *= dims[d]
+    return dims, tuple(packed)
+
+
 def _dense_graph(g, c, device):
-    kind = _inputs(g, c, ("q", "k", "v"), (_bshd(c.q), _bshd(c.k), _bshd(c.v)), c.q.shape[0], device)
+    cap = getattr(c, "kv_capacity", 0)
+    kv_views = (_capacity_view(c.k, cap), _capacity_view(c.v, cap)) if cap else (_bshd(c.k), _bshd(c.v))
+    kind = _inputs(g, c, ("q", "k", "v"), (_bshd(c.q),) + kv_views, c.q.shape[0], device)
     _bshd_outputs(g, c)
     return kind, {**_sequences(g, c, device), **_attributes(c)}
 
@@ -173,7 +187,8 @@ ATTENTION = Family(
     qkv=("q", "k", "v"),
     graph=_dense_graph,
     allocate=(_bshd_allocate, ("q", "v", "out_dtype", "return_lse")),
-    result=(_out_and_lse, ("q", "out", "lse")))
+    result=(_out_and_lse, ("q", "out", "lse")),
+    kv_capacity=("q", "k", "v", "seq_lens_k"))
 
 
 # ---- attention_varlen: ragged (THD) batches ---------------------------------------------------------------------

@@ -53,10 +53,11 @@ class Family:
     """An operator family (see the module's text). `layouts`: per tensor, the names of its dims; a name shared by
     several tensors must have one extent in a call (B, H_kv, D_qk, ...). `qkv`: the names of Q, K and V. `graph(g, c,
     device) -> (kind, fields)` builds the call's graph into g (a GraphOfCall); `allocate` and `result`: (function,
-    names of the parameters it takes) for the functional form's outputs and its return value."""
+    names of the parameters it takes) for the functional form's outputs and its return value. `kv_capacity`: the
+    names of Q, K, V and the key lengths of a family that plans a cache's K/V for a capacity."""
 
     def __init__(self, name, *, inputs, outputs, optional, attributes, allocating, layouts, qkv, graph, allocate,
-                 result):
+                 result, kv_capacity=None):
         self.name = name
         self.inputs, self.outputs, self.optional = _params(inputs), _params(outputs), _params(optional)
         self.attributes, self.allocating = _params(attributes), _params(allocating)
@@ -71,6 +72,9 @@ class Family:
         self.make_graph = graph
         self.allocate, self.allocate_names = allocate
         self.result, self.result_names = result
+        # kv_capacity (q, k, v, seq_lens_k): the family plans a cache's K/V for a capacity (_rime._kv_capacity), and
+        # its key and binding carry their indices in the call's tensors.
+        self.kv = tuple(self.slot[n] for n in kv_capacity) if kv_capacity else None
 
     def ops(self):
         """The operators' names: the functional one and the `_out` form."""
@@ -159,7 +163,8 @@ class Family:
             lines.append(f"    check(family, {op!r}, ({values}))")
         else:
             lines += [f"    tensors = ({', '.join(self.tensor_names)},)",
-                      f"    key = call_key(({op!r}, {''.join(n + ', ' for n in self.scalar_names)}), tensors, None)",
+                      f"    key = call_key(({op!r}, {''.join(n + ', ' for n in self.scalar_names)}), tensors, None, "
+                      f"{self.kv!r})",
                       "    e = plans.get(key)",
                       "    if e is None:",
                       f"        e = plan_call(family, {op!r}, key, ({values}))",

@@ -34,10 +34,11 @@ class Entry:
     (launch)."""
     __slots__ = ("plan", "binding", "device", "workspace", "keep", "workspaces")
 
-    def __init__(self, plan, slots, keep):
+    def __init__(self, plan, slots, keep, kv=None):
         self.plan = plan
-        # A warmup for an arch binds nothing (slots None), even where the GPU of that arch loaded the plan.
-        self.binding = _rime._CallBinding(plan, slots) if slots is not None and plan.prepared else None
+        # A warmup for an arch binds nothing (slots None), even where the GPU of that arch loaded the plan. `kv`: the
+        # indices of K and V in a call's tensors, for a plan made for a K/V capacity (each run passes their extent).
+        self.binding = _rime._CallBinding(plan, slots, kv) if slots is not None and plan.prepared else None
         self.device = plan.device
         self.workspace = plan.workspace_size
         self.keep = keep  # the constant tensors the slots point into
@@ -112,6 +113,7 @@ def plan_call(family, op, key, values, device=None, arch=None):
     into the plan cache and not kept."""
     c = family.call(values)
     family.check(op, c)
+    c.kv_capacity = _rime._kv_capacity(family.tensors(c), family.kv) if family.kv else 0
     if arch is not None:
         graph, _, _ = family.graph(op, c, None)
         return Entry(_rime.plan(graph, arch=arch), None, [])
@@ -130,7 +132,8 @@ def plan_call(family, op, key, values, device=None, arch=None):
         e = plans.get(key)
         if e is None:
             graph, slots, keep = family.graph(op, c, device)
-            e = Entry(_rime.plan(graph, device=device), slots, keep)
+            kv = (family.kv[1], family.kv[2]) if c.kv_capacity else None
+            e = Entry(_rime.plan(graph, device=device), slots, keep, kv)
             plans[key] = e
             while len(plans) > MAX_PLANS:
                 plans.popitem(last=False)
