@@ -139,6 +139,14 @@ struct SdpaOp {
   }
 };
 
+// The layout class (types.hpp, Layout) of a rank-4 [B, H, S, D] tensor's strides: BHSD or BSHD packed,
+// another dense order, or strided.
+Layout classify_layout(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+
+// Bytes a tensor's storage spans (1 + sum (dim - 1) x stride elements; FP4 packs two a byte): what a buffer bound to
+// it must hold. 0 for a tensor whose span overflows (validate() refuses those).
+int64_t tensor_storage_bytes(const TensorDesc& t);
+
 // A graph holds its tensors in declaration order (that order is the JSON form's /tensors/N) and one sdpa op.
 class Graph {
  public:

@@ -64,6 +64,7 @@ struct Explanation {
   std::string text;
   std::string json;     // the same as a JSON document (the fields of `rime plan --json`)
   bool served = false;  // a row serves the graph
+  bool tuned = false;   // the choice is one `rime tune` recorded (include/rime/tune.hpp), not the heuristics'
   std::string decline;  // when none does: NotSupported's message, every row's reason
 };
 // The plan cache's directory for this process, instead of RIME_CACHE_DIR / XDG_CACHE_HOME / HOME

@@ -2,7 +2,10 @@
 // decision and the capability rows are under rime/inspect/ (installed too, for tools that print them).
 #pragma once
 
+#include "rime/cache.hpp"
+#include "rime/communicator.hpp"
 #include "rime/device.hpp"
+#include "rime/gpu.hpp"
 #include "rime/graph.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"

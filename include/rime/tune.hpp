@@ -52,4 +52,13 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options = {});
 // Removes every tuned choice from the plan cache; returns how many.
 Result<int> clear_tuned();
 
+// A decision in one line, as `rime tune` and `rime cache ls` print it: "sdpa_sm90_fp8 64x128 x1 split 16" (the
+// consumer warpgroups left out for engines without them).
+std::string describe_decision(const Decision& decision);
+
+// A recorded choice's document (a tuned/<key16>.json file of the plan cache, whose text rime::cache_report's list
+// and show hold under "tuned") in one line: the graph, the GPU and driver it was timed on, the winner and its time,
+// the heuristics' choice and its time. InvalidJson (or CacheCorrupt for another format) when it is not one.
+Result<std::string> describe_tuned_choice(const std::string& json);
+
 }  // namespace rime

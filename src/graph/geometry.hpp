@@ -6,14 +6,13 @@
 #include <string_view>
 #include <vector>
 
+#include "rime/graph.hpp"
 #include "rime/types.hpp"
 
 namespace rime {
 
 inline constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline constexpr int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
-
-Layout classify_layout(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 
 // dims [B, H, R, C]. Planes: (H*R*C, R*C, C, 1). Token-major: (R*H*C, C, H*C, 1).
 std::optional<SfLayout> classify_sf_layout(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
@@ -28,9 +27,6 @@ inline constexpr int64_t f8_128x4_offset(int64_t r, int64_t c, int64_t cols) {
 
 // Elements spanned by a tensor (1 + sum (d-1)*stride), or nullopt on int64 overflow.
 std::optional<int64_t> element_span(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
-// Bytes a tensor's storage spans (FP4 packs two per byte); 0 for a tensor whose span overflows (validate()
-// refuses those).
-int64_t tensor_storage_bytes(const TensorDesc& t);
 // Product of dims, or nullopt on overflow.
 std::optional<int64_t> element_count(const std::vector<int64_t>& dims);
 

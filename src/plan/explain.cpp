@@ -143,6 +143,7 @@ Explanation explanation_of(const ExplanationParts& parts) {
   out.text = explanation_text(parts);
   out.json = explanation_json(parts).dump(2);
   out.served = parts.config != nullptr;
+  out.tuned = parts.config && !parts.config->decision.tuned.empty();
   return out;
 }
 

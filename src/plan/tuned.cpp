@@ -11,6 +11,7 @@
 #include "json/checked.hpp"
 #include "log/log.hpp"
 #include "plan/facts_json.hpp"
+#include "rime/tune.hpp"
 #include "rime/json.hpp"
 #include "rime/tune.hpp"
 #include "rime/version.hpp"
@@ -186,4 +187,16 @@ Result<int> clear() {
 
 namespace rime {
 Result<int> clear_tuned() { return tuned::clear(); }
+
+std::string describe_decision(const Decision& decision) { return tuned::describe(decision); }
+
+Result<std::string> describe_tuned_choice(const std::string& json) {
+  const Result<tuned::Choice> c = tuned::from_json(json);
+  if (!c.ok()) return c.status();
+  // The graph's name as a JSON string: a name may hold any byte.
+  const std::string graph = nlohmann::json(c->graph_name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return fmt::format("{} on {} (driver {}): {} {:.4f} ms, the heuristics' {} {:.4f} ms", graph, c->device,
+                     c->driver_version, tuned::describe(c->decision), c->ms, tuned::describe(c->heuristic),
+                     c->heuristic_ms);
+}
 }  // namespace rime

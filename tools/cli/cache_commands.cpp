@@ -5,13 +5,11 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "cache/disk_cache.hpp"
-#include "cache/settings.hpp"
 #include "cli/cli.hpp"
-#include "plan/tuned.hpp"
 #include "rime/cache.hpp"
 #include "rime/json.hpp"
 #include "rime/plan.hpp"
+#include "rime/tune.hpp"
 
 namespace rime::cli {
 namespace {
@@ -27,17 +25,13 @@ std::string when(int64_t unix_seconds) {
 // A name or key of the cache, printed safely (a foreign name may hold any byte).
 std::string shown(const std::string& s) { return nlohmann::json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-int fail(const Options& opts, StatusCode code, const std::string& message) {
-  return report_failure(Status(code, message), opts, "cache");
-}
-
-// One line of `cache ls` for a tuned choice.
-std::string tuned_line(const cache::DiskCache::TunedFile& t) {
-  const Result<tuned::Choice> c = tuned::from_json(t.text);
-  if (!c.ok()) return fmt::format("tuned/{:<27} [not a tuned choice: {}]", t.name, c.status().to_string());
-  return fmt::format("tuned/{:<27} {} on {} (driver {}): {} {:.4f} ms, the heuristics' {} {:.4f} ms", t.name,
-                     shown(c->graph_name), c->device, c->driver_version, tuned::describe(c->decision), c->ms,
-                     tuned::describe(c->heuristic), c->heuristic_ms);
+// One line of `cache ls` for a tuned choice (an item of the list report: kind "tuned").
+std::string tuned_line(const nlohmann::json& t) {
+  const std::string name = t["name"].get<std::string>();
+  if (!t.contains("tuned")) return fmt::format("{:<33} [{}]", name, t.value("problem", "not a tuned choice"));
+  const Result<std::string> line = describe_tuned_choice(t["tuned"].dump());
+  if (!line.ok()) return fmt::format("{:<33} [not a tuned choice: {}]", name, line.status().to_string());
+  return fmt::format("{:<33} {}", name, line.value());
 }
 
 int print_json(const nlohmann::json& j) {
@@ -85,63 +79,74 @@ int warm(const Options& opts) {
 
 int cmd_cache(const std::string& action, const Options& opts) {
   if (action == "warm") return warm(opts);
-  const cache::Settings settings = cache::resolve_settings();
-  if (!settings.cache) return fail(opts, StatusCode::CacheCorrupt, "no usable cache directory: " + settings.disabled_why);
-  const cache::DiskCache& disk = *settings.cache;
+  // Every action is one of the reports of rime/cache.hpp (the ones rime.cache returns): --json prints it, the text
+  // form prints its lines.
+  const bool tuned_clear = action == "clear" && opts.tuned;
+  const std::string what = tuned_clear ? "cache clear --tuned" : action == "clear" ? "cache clear" : "cache";
+  Result<std::string> report = Status(StatusCode::InvalidArgument, fmt::format("unknown cache action {}", shown(action)));
+  bool clean = false;
+  if (action == "ls") report = cache_report::list();
+  else if (action == "show") report = cache_report::show(opts.key);
+  else if (action == "stats") report = cache_report::stats();
+  else if (action == "verify") report = cache_report::verify(&clean);
+  else if (action == "prune") report = cache_report::prune(opts.max_bytes);
+  else if (action == "clear") report = cache_report::clear(opts.tuned);
+  const int exit_code = action != "verify" || clean ? kExitOk : kExitCacheCorrupt;
+  if (opts.json || !report.ok()) return print_report(report, opts, what, exit_code);
+  const nlohmann::json j = nlohmann::json::parse(report.value());
+  const std::string dir = cache_dir();
 
   if (action == "ls") {
-    if (opts.json) return print_report(cache_report::list(), opts);
-    const auto entries = disk.list();
-    const auto tuned = disk.list_tuned();
     fmt::print("{:<32} {:<8} {:>10} {:<20} {}\n", "entry", "arch", "bytes", "last used (UTC)", "kernel");
-    int foreign = 0;
-    for (const auto& e : entries) {
-      if (e.kind == cache::EntryKind::Foreign) {
-        ++foreign;
-        continue;
-      }
-      fmt::print("{:<32} {:<8} {:>10} {:<20} {}{}\n", e.name, e.arch, e.bytes, when(e.last_used), e.name_expression,
-                 e.problem.empty() ? "" : "  [" + e.problem + "]");
+    int entries = 0, foreign = 0, tuned = 0;
+    for (const auto& e : j) {
+      const std::string kind = e["kind"].get<std::string>();
+      if (kind == "foreign" || kind == "tuned") continue;
+      ++entries;
+      const std::string problem = e["problem"].get<std::string>();
+      fmt::print("{:<32} {:<8} {:>10} {:<20} {}{}\n", e["name"].get<std::string>(), e["arch"].get<std::string>(),
+                 e["bytes"].get<int64_t>(), when(e["last_used"].get<int64_t>()), e["kernel"].get<std::string>(),
+                 problem.empty() ? "" : "  [" + problem + "]");
     }
-    for (const auto& e : entries)
-      if (e.kind == cache::EntryKind::Foreign) fmt::print("foreign {} ({}): left alone\n", shown(e.name), e.problem);
-    for (const auto& t : tuned) fmt::print("{}\n", tuned_line(t));
-    fmt::print("{} entries, {} foreign names, {} tuned choices in {}\n", entries.size() - foreign, foreign, tuned.size(),
-               settings.dir);
+    for (const auto& e : j)
+      if (e["kind"] == "foreign") {
+        ++foreign;
+        fmt::print("foreign {} ({}): left alone\n", shown(e["name"].get<std::string>()), e["problem"].get<std::string>());
+      }
+    for (const auto& e : j)
+      if (e["kind"] == "tuned") {
+        ++tuned;
+        fmt::print("{}\n", tuned_line(e));
+      }
+    fmt::print("{} entries, {} foreign names, {} tuned choices in {}\n", entries, foreign, tuned, dir);
     return kExitOk;
   }
   if (action == "show") {
-    if (opts.json) return print_report(cache_report::show(opts.key), opts);
-    for (const auto& t : disk.list_tuned()) {
-      if (t.name != opts.key && "tuned/" + t.name != opts.key) continue;
-      fmt::print("{}\npath        {}\n{}", tuned_line(t), t.path, t.text);
+    if (j["kind"] == "tuned") {
+      fmt::print("{}\npath        {}\n{}\n", tuned_line(j), j["path"].get<std::string>(),
+                 j.contains("tuned") ? j["tuned"].dump(2) : "");
       return kExitOk;
     }
-    Result<cache::EntryInfo> found = disk.find(opts.key);
-    if (!found.ok()) return report_failure(found.status(), opts, "cache");
-    const cache::EntryInfo& e = found.value();
+    const std::string problem = j["problem"].get<std::string>();
     fmt::print("entry       {}\npath        {}\nkey         {}\nengine      {}\nkernel      {}\nlowered     {}\n"
                "arch        {}\ncubin       {} bytes\ncompile     {:.0f} ms\ncreated     {}\nlast used   {}\n"
                "valid       {}{}\n",
-               e.name, e.path, e.key, e.engine, e.name_expression, e.lowered_name, e.arch, e.cubin_bytes, e.compile_ms,
-               when(e.created), when(e.last_used), e.valid ? "yes" : "no", e.problem.empty() ? "" : " (" + e.problem + ")");
+               j["name"].get<std::string>(), j["path"].get<std::string>(), j["key"].get<std::string>(),
+               j["engine"].get<std::string>(), j["kernel"].get<std::string>(), j["lowered_name"].get<std::string>(),
+               j["arch"].get<std::string>(), j["cubin_bytes"].get<int64_t>(), j["compile_ms"].get<double>(),
+               when(j["created"].get<int64_t>()), when(j["last_used"].get<int64_t>()),
+               j["valid"].get<bool>() ? "yes" : "no", problem.empty() ? "" : " (" + problem + ")");
     return kExitOk;
   }
   if (action == "stats") {
-    if (opts.json) return print_report(cache_report::stats(), opts);
-    const cache::DiskCache::Stats st = disk.stats();
     fmt::print("dir         {}\nentries     {} ({} invalid), {} foreign names\nbytes       {} of {} allowed\n"
                "compile     {:.1f} s of NVRTC time held\n",
-               settings.dir, st.entries, st.invalid, st.foreign, st.bytes, settings.max_bytes, st.compile_ms / 1000);
+               j["dir"].get<std::string>(), j["entries"].get<int64_t>(), j["invalid"].get<int64_t>(),
+               j["foreign"].get<int64_t>(), j["bytes"].get<int64_t>(), j["max_bytes"].get<int64_t>(),
+               j["compile_ms_saved_per_cold_start"].get<double>() / 1000);
     return kExitOk;
   }
   if (action == "verify") {
-    // One verification, the report's (rime/cache.hpp), printed as JSON or as lines.
-    bool clean = false;
-    const Result<std::string> report = cache_report::verify(&clean);
-    const int exit_code = clean ? kExitOk : kExitCacheCorrupt;
-    if (opts.json || !report.ok()) return print_report(report, opts, "cache", exit_code);
-    const nlohmann::json j = nlohmann::json::parse(report.value());
     size_t blocking = 0;
     for (const auto& e : j["quarantined"])
       fmt::print("quarantined {}: {} -> {}\n", e["name"].get<std::string>(), e["problem"].get<std::string>(),
@@ -162,28 +167,19 @@ int cmd_cache(const std::string& action, const Options& opts) {
     return exit_code;
   }
   if (action == "prune") {
-    if (opts.json) return print_report(cache_report::prune(opts.max_bytes), opts);
-    const int64_t max_bytes = opts.max_bytes.value_or(settings.max_bytes);
-    const auto evicted = disk.prune(max_bytes);
-    for (const auto& e : evicted) fmt::print("evicted {} ({} bytes, last used {})\n", e.name, e.bytes, when(e.last_used));
-    fmt::print("pruned to at most {} bytes: {} entries evicted\n", max_bytes, evicted.size());
+    for (const auto& e : j["evicted"])
+      fmt::print("evicted {} ({} bytes, last used {})\n", e["name"].get<std::string>(), e["bytes"].get<int64_t>(),
+                 when(e["last_used"].get<int64_t>()));
+    fmt::print("pruned to at most {} bytes: {} entries evicted\n", j["max_bytes"].get<int64_t>(), j["evicted"].size());
     return kExitOk;
   }
-  if (opts.json && action == "clear") return print_report(cache_report::clear(opts.tuned), opts, opts.tuned ? "cache clear --tuned" : "cache clear");
-  if (action == "clear" && opts.tuned) {
-    auto n = disk.clear_tuned();
-    if (!n.ok()) return report_failure(n.status(), opts, "cache clear --tuned");
-    fmt::print("removed {} tuned choices from {}/tuned (kernels stay)\n", n.value(), settings.dir);
+  if (tuned_clear) {
+    fmt::print("removed {} tuned choices from {}/tuned (kernels stay)\n", j["removed_tuned"].get<int64_t>(), dir);
     return kExitOk;
   }
-  if (action == "clear") {
-    auto n = disk.clear();
-    if (!n.ok()) return report_failure(n.status(), opts, "cache clear");
-    fmt::print("removed {} entries from {} (foreign names and live writers' temp directories stay)\n", n.value(),
-               settings.dir);
-    return kExitOk;
-  }
-  return fail(opts, StatusCode::InvalidArgument, fmt::format("unknown cache action {}", shown(action)));
+  fmt::print("removed {} entries from {} (foreign names and live writers' temp directories stay)\n",
+             j["removed"].get<int64_t>(), dir);
+  return kExitOk;
 }
 
 }  // namespace rime::cli

@@ -13,6 +13,7 @@
 #include "rime/inspect/config.hpp"
 #include "rime/device.hpp"
 #include "rime/graph.hpp"
+#include "rime/plan.hpp"
 #include "rime/status.hpp"
 
 namespace rime {
@@ -96,8 +97,12 @@ struct DeviceChoice {
   std::string source;  // how it was chosen, for --explain
   bool has_gpu = false;
   bool overridden = false;  // --arch or --sms given
+  std::string no_gpu_why;   // without a GPU: the driver's reason
 };
 Result<DeviceChoice> choose_device(const Options& opts);
+// The PlanOptions of a device choice: the described device where there is no GPU or --arch / --sms describe
+// another, else none (the library queries the GPU, whose tuned choices then apply).
+PlanOptions plan_options(const DeviceChoice& dev, bool use_tuned);
 
 
 int cmd_validate(const Options& opts);

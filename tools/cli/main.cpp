@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "rime/cache.hpp"
 #include "rime/json.hpp"
 #include "rime/version.hpp"
-#include "units/bytes.hpp"
 
 namespace rime::cli {
 namespace {
@@ -21,12 +21,12 @@ const char* const kCacheActions[] = {"ls", "show", "stats", "verify", "prune", "
 
 // A size in bytes: digits with an optional binary unit (512M, 1G); anything else is refused. The validator only
 // checks: CLI11 discards what a check() validator writes back, so the option's value is parsed again where it is
-// used (parse_bytes, the one parser).
+// used (cache_report::parse_size, the one parser).
 CLI::Validator bytes_validator() {
   return CLI::Validator(
       [](const std::string& s) -> std::string {
-        std::optional<int64_t> v = parse_bytes(s);
-        if (!v || *v < 1) return "'" + s + "' is not a size: digits, optionally followed by K, M, G or T (1G, 512M)";
+        const Result<int64_t> v = cache_report::parse_size(s);
+        if (!v.ok() || v.value() < 1) return "'" + s + "' is not a size: digits, optionally followed by K, M, G or T (1G, 512M)";
         return {};
       },
       "SIZE", "bytes");
@@ -244,7 +244,7 @@ int run_command_line(int argc, char** argv) {
   if (sms > 0) o.sms = sms;
   if (split_opt->count() > 0) o.split = split;
   o.seed = static_cast<uint64_t>(seed);
-  if (max_opt->count() > 0) o.max_bytes = parse_bytes(max_bytes);  // bytes_validator has accepted it
+  if (max_opt->count() > 0) o.max_bytes = cache_report::parse_size(max_bytes).value();  // bytes_validator accepted it
 
   if (validate->parsed()) return cmd_validate(o);
   if (show->parsed()) return cmd_show(o);

@@ -19,11 +19,10 @@
 #include <vector>
 
 #include "cli/cli.hpp"
-#include "graph/geometry.hpp"
+#include "rime/communicator.hpp"
+#include "rime/gpu.hpp"
 #include "rime/plan.hpp"
 #include "rime/ring.hpp"
-#include "runtime/driver.hpp"
-#include "runtime/nccl.hpp"
 #include "testing/ring_shards.hpp"
 #include "testing/trial.hpp"
 
@@ -93,20 +92,20 @@ testing::TrialInputs shard_inputs(const Graph& whole, const Graph& shard, const 
   return out;
 }
 
-std::string hex_of(const nccl::UniqueId& id) {
+std::string hex_of(const NcclUniqueId& id) {
   std::string s;
-  for (char c : id.internal) s += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  for (char c : id.bytes) s += fmt::format("{:02x}", static_cast<unsigned char>(c));
   return s;
 }
 
-bool id_of(const std::string& hex, nccl::UniqueId& id) {
-  if (hex.size() != 2 * sizeof(id.internal)) return false;
-  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+bool id_of(const std::string& hex, NcclUniqueId& id) {
+  if (hex.size() != 2 * sizeof(id.bytes)) return false;
+  for (size_t i = 0; i < sizeof(id.bytes); ++i) {
     char* end = nullptr;
     const std::string byte = hex.substr(2 * i, 2);
     const unsigned long v = std::strtoul(byte.c_str(), &end, 16);
     if (end != byte.c_str() + 2) return false;
-    id.internal[i] = static_cast<char>(v);
+    id.bytes[i] = static_cast<char>(v);
   }
   return true;
 }
@@ -121,7 +120,7 @@ bool is_ring_prefill(const Graph& g) {
 
 // One rank of the prefill ring: plan its shard, run it, check its rows (the other ranks' rows from the single-GPU
 // plan, itself checked), time both. Prints lines prefixed "rank r:"; returns the exit code.
-int run_ring_rank(const Options& opts, const Graph& whole, const Graph& shard, nccl::Comm comm, const LaunchedRank& me) {
+int run_ring_rank(const Options& opts, const Graph& whole, const Graph& shard, void* comm, const LaunchedRank& me) {
   const std::string source = source_of(opts);
   const std::string who = fmt::format("rank {}", me.rank);
   auto fail = [&](const Status& s) { return report_failure(Status(s.code(), who + ": " + s.message()), opts, source); };
@@ -191,16 +190,15 @@ int run_rank(const Options& opts, const Graph& whole, const Graph& shard, const 
   const std::string source = source_of(opts);
   const std::string who = fmt::format("rank {}", me.rank);
   auto fail = [&](const Status& s) { return report_failure(Status(s.code(), who + ": " + s.message()), opts, source); };
-  nccl::UniqueId id{};
+  NcclUniqueId id{};
   if (!id_of(me.id_hex, id)) return fail(invalid("--launched-rank: the NCCL id is not 256 hex digits"));
-  if (!nccl::api()) return fail(nccl::load_status());
-  if (Status s = driver::ensure_context(); !s.ok()) return fail(s);
-  nccl::Comm comm = nullptr;
-  if (Status s = nccl::check(nccl::api()->ncclCommInitRank(&comm, me.world, id, me.rank), "ncclCommInitRank"); !s.ok())
-    return fail(s);
+  // The rank's process sees its one GPU (CUDA_VISIBLE_DEVICES) as GPU 0.
+  Result<void*> joined = nccl_comm_init_rank(id, me.world, me.rank, 0);
+  if (!joined.ok()) return fail(joined.status());
+  void* const comm = joined.value();
   struct CommGuard {
-    nccl::Comm c;
-    ~CommGuard() { nccl::api()->ncclCommDestroy(c); }
+    void* c;
+    ~CommGuard() { (void)nccl_comm_destroy(c); }
   } guard{comm};
   if (is_ring_prefill(whole)) return run_ring_rank(opts, whole, shard, comm, me);
   PlanOptions cp_options;
@@ -292,7 +290,8 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
   int gpus = 0;
-  if (dev->has_gpu) driver::api()->cuDeviceGetCount(&gpus);
+  if (dev->has_gpu)
+    if (Result<int> n = device_count(); n.ok()) gpus = n.value();
   if (!dev->has_gpu || dev->overridden) {
     // No GPU to run on (or --arch / --sms describe another): rank 0's plan for the described device, not executed.
     PlanOptions options;
@@ -302,7 +301,7 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
       if (!rank0.ok()) return report_failure(rank0.status(), opts, source);
       fmt::print("rank 0 of {}, for {}:\n{}", world, rank0->facts().device.arch_name(), rank0->explain());
       fmt::print("execution skipped: {}\n",
-                 dev->has_gpu ? "the plan is not for this GPU (see --arch)" : driver::load_status().message());
+                 dev->has_gpu ? "the plan is not for this GPU (see --arch)" : dev->no_gpu_why);
       return kExitOk;
     }
     options.context_parallel = ContextParallel{nullptr, 0, world};
@@ -313,18 +312,16 @@ int cmd_run_ranks(const Options& opts, const Graph& whole) {
                shard->operand(Role::K)->dims[2], c.decision.row_id, c.decision.tile.q, c.decision.tile.kv,
                c.decision.split_kv, plan->facts().device.arch_name());
     fmt::print("execution skipped: {}\n",
-               dev->has_gpu ? "the plan is not for this GPU (see --arch)" : driver::load_status().message());
+               dev->has_gpu ? "the plan is not for this GPU (see --arch)" : dev->no_gpu_why);
     return kExitOk;
   }
   if (gpus < world)
     return report_failure(invalid(fmt::format("--ranks {} needs {} GPUs, one per rank; this machine has {}", world,
                                               world, gpus)),
                           opts, source);
-  if (!nccl::api()) return report_failure(nccl::load_status(), opts, source);
-  nccl::UniqueId id{};
-  if (Status s = nccl::check(nccl::api()->ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok())
-    return report_failure(s, opts, source);
-  const std::string id_hex = hex_of(id);
+  Result<NcclUniqueId> id = nccl_unique_id();
+  if (!id.ok()) return report_failure(id.status(), opts, source);
+  const std::string id_hex = hex_of(id.value());
   std::vector<pid_t> children;
   int rc = kExitOk;
   for (int r = 0; r < world; ++r) {

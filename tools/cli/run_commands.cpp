@@ -7,9 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
-#include "plan/explain.hpp"
 #include "rime/plan.hpp"
-#include "runtime/driver.hpp"
 #include "testing/npy.hpp"
 #include "testing/trial.hpp"
 
@@ -53,28 +51,20 @@ int cmd_run(const Options& opts) {
                           opts, source);
   Result<DeviceChoice> dev = choose_device(opts);
   if (!dev.ok()) return report_failure(dev.status(), opts, source);
-  PlanOptions options;
-  // The GPU's own description is queried again by Plan::build, so that its tuned choices (keyed by its driver) apply.
-  if (!dev->has_gpu || dev->overridden) options.device = dev->device;
-  options.use_tuned = !opts.no_tuned;
+  const PlanOptions options = plan_options(dev.value(), !opts.no_tuned);
   Result<Plan> plan = Plan::build(graph, options);  // analyze inside: the run's one validation
   if (!plan.ok()) {
     if (opts.explain && !opts.json && plan.status().code() == StatusCode::NotSupported) {
-      // The facts and every row's verdict say why (a valid graph: analyze cannot fail here).
-      Result<Facts> facts = analyze(graph, dev->device);
-      if (facts.ok()) {
-        const std::vector<RowVerdict> verdicts = match(facts.value());
-        fmt::print("{}", explanation_text(ExplanationParts{graph, facts.value(), verdicts, nullptr, dev->source}));
-      }
+      // The facts and every row's verdict say why (a valid graph: explain cannot fail here).
+      if (Result<Explanation> e = explain(graph, options); e.ok()) fmt::print("{}", e->text);
     }
     return report_failure(plan.status(), opts, source);
   }
-  const std::vector<RowVerdict> verdicts = match(plan->facts());
-  const ExplanationParts explanation{graph, plan->facts(), verdicts, &plan->config(), dev->source};
+  const Explanation explanation = plan->explain();
   nlohmann::json j{{"source", source}, {"graph", graph.name()}, {"ok", true}};
   if (opts.explain) {
-    if (opts.json) j["explain"] = explanation_json(explanation);
-    else fmt::print("{}", explanation_text(explanation));
+    if (opts.json) j["explain"] = nlohmann::json::parse(explanation.json);
+    else fmt::print("{}", explanation.text);
   }
   j["kernels"] = nlohmann::json::array();
   for (const KernelInfo& k : plan->kernels()) {
@@ -91,8 +81,7 @@ int cmd_run(const Options& opts) {
                c.decision.tile.q, c.decision.tile.kv, c.decision.split_kv, c.derived.workspace_bytes,
                plan->facts().device.arch_name());
   if (!dev->has_gpu || !plan->prepared()) {
-    const std::string why = !dev->has_gpu ? driver::load_status().message()
-                                          : "the plan is not for this GPU (see --arch)";
+    const std::string why = !dev->has_gpu ? dev->no_gpu_why : "the plan is not for this GPU (see --arch)";
     j["executed"] = false;
     j["skipped_because"] = why;
     if (opts.json) fmt::print("{}\n", j.dump(2));

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
-#include "plan/tuned.hpp"
 #include "rime/json.hpp"
 #include "rime/tune.hpp"
 
@@ -25,14 +24,14 @@ int cmd_tune(const Options& opts) {
     if (opts.json) {
       nlohmann::json cands = nlohmann::json::array();
       for (const TuneCandidate& c : r->candidates)
-        cands.push_back({{"config", tuned::describe(c.decision)}, {"ms", c.ms}, {"error", c.error}});
-      out.push_back({{"file", file}, {"device", r->device}, {"winner", tuned::describe(w.decision)},
-                     {"winner_ms", w.ms}, {"heuristic", tuned::describe(h.decision)}, {"heuristic_ms", h.ms},
+        cands.push_back({{"config", describe_decision(c.decision)}, {"ms", c.ms}, {"error", c.error}});
+      out.push_back({{"file", file}, {"device", r->device}, {"winner", describe_decision(w.decision)},
+                     {"winner_ms", w.ms}, {"heuristic", describe_decision(h.decision)}, {"heuristic_ms", h.ms},
                      {"recorded", r->recorded}, {"key", r->key}, {"candidates", cands}});
       return static_cast<int>(kExitOk);
     }
     fmt::print("{}: {} candidates on {}; fastest {} {:.4f} ms, the heuristics' {} {:.4f} ms ({:.3f}x){}\n", file,
-               r->candidates.size(), r->device, tuned::describe(w.decision), w.ms, tuned::describe(h.decision), h.ms,
+               r->candidates.size(), r->device, describe_decision(w.decision), w.ms, describe_decision(h.decision), h.ms,
                w.ms > 0 ? h.ms / w.ms : 1.0,
                r->recorded ? fmt::format("; recorded as tuned/{}.json", r->key.substr(0, 16)) : "");
     return static_cast<int>(kExitOk);
