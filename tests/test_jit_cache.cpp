@@ -134,19 +134,23 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
                 break;
               }
           }
-          if (row.seq_start) {  // per-sequence starts: their own specializations, unsplit and split
-            c.starts = true;
-            c.amax_s = row.amax_s;
-            add_plan(row, c, tile, 1);
-            if (row.writes_split_partials(d_qk, d_v)) {
-              c.amax_s = false;
-              for (int s : row.split_counts)
-                if (s > 1) {
-                  add_plan(row, c, tile, s);
-                  break;
-                }
-            }
-          }
+          // Per-sequence starts and soft-capping: specializations of their own, unsplit and split.
+          auto add_variant = [&](bool starts, bool softcap) {
+            test::SpecCase v = c;
+            v.starts = starts;
+            v.softcap = softcap;
+            v.amax_s = row.amax_s;
+            add_plan(row, v, tile, 1);
+            if (!row.writes_split_partials(d_qk, d_v)) return;
+            v.amax_s = false;
+            for (int s : row.split_counts)
+              if (s > 1) {
+                add_plan(row, v, tile, s);
+                break;
+              }
+          };
+          if (row.seq_start) add_variant(true, false);
+          if (row.softcap) add_variant(false, true);
           if (sampled) break;
         }
         INFO("row " << row.id << " " << to_string(in) << " D " << d_qk);

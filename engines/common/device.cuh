@@ -152,6 +152,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// tanh on the MUFU (sm_75 and later): relative error about 2^-11, as FlashAttention's soft-capping uses it.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

@@ -1,7 +1,7 @@
 // The mma.sync engine's online softmax over one KV tile of S in the accumulator layout (attention.cuh).
 #pragma once
 
-#include "common/device.cuh"
+#include "common/thread_rows.cuh"
 
 namespace rime_dev {
 
@@ -33,17 +33,18 @@ __device__ __forceinline__ void online_softmax(float (&s)[kNT][4], float (&m_run
 }
 
 // One KV tile of the online softmax: scales S (kNT 8-key blocks from key0) to log2 units, masks keys outside
-// each row's bounds when `edge`, then online_softmax.
-template <int kNT>
+// each row's bounds when `edge`, then online_softmax. kSoftcap (SPEC section 2): each score becomes
+// cap_out * tanh(s * cap_in) instead, cap_in = scale_log2 / (log2(e) c) and cap_out = c log2(e) for the cap c.
+template <int kNT, bool kSoftcap = false>
 __device__ __forceinline__ void softmax_step(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
                                              const ThreadRows& rows, int key0, float scale_log2, bool edge, int t,
-                                             float (&alpha)[2]) {
+                                             float (&alpha)[2], float cap_in = 0.f, float cap_out = 0.f) {
 #pragma unroll
   for (int n = 0; n < kNT; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = e / 2, j = key0 + n * 8 + 2 * t + (e & 1);
-      float v = s[n][e] * scale_log2;
+      float v = kSoftcap ? cap_out * tanh_approx(s[n][e] * cap_in) : s[n][e] * scale_log2;
       if (edge && key_outside(rows, r, j)) v = neg_inf();
       s[n][e] = v;
     }
@@ -72,12 +73,12 @@ __device__ __forceinline__ void rescale_rows(float (&o_acc)[kDT][4], const float
 }
 
 // softmax_step, then O rescaled by each row's factor.
-template <int kNT, int kDT>
+template <int kNT, int kDT, bool kSoftcap = false>
 __device__ __forceinline__ void softmax_tile(float (&s)[kNT][4], float (&o_acc)[kDT][4], float (&m_run)[2],
                                              float (&l_run)[2], const ThreadRows& rows, int key0, float scale_log2,
-                                             bool edge, int t) {
+                                             bool edge, int t, float cap_in = 0.f, float cap_out = 0.f) {
   float alpha[2];
-  softmax_step(s, m_run, l_run, rows, key0, scale_log2, edge, t, alpha);
+  softmax_step<kNT, kSoftcap>(s, m_run, l_run, rows, key0, scale_log2, edge, t, alpha, cap_in, cap_out);
   rescale_rows(o_acc, alpha);
 }
 

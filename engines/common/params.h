@@ -39,6 +39,8 @@
 // Per-sequence starts (left padding, SPEC section 2), with RIME_F_PADDING: sequence b's row i is dense row
 // seq_start_q[b] + i of Q, O and Stats, its key j position seq_start_kv[b] + j of K and V (a null pointer: 0).
 #define RIME_F_STARTS 65536
+// Logit soft-capping (SPEC section 2): each scaled score s becomes logit_softcap * tanh(s / logit_softcap).
+#define RIME_F_SOFTCAP 131072
 
 #ifdef __cplusplus
 // The spellings of those codes in kernel names: a plan's kernel reads
@@ -55,7 +57,7 @@ enum : int {
   split = RIME_F_SPLIT, padding = RIME_F_PADDING, mask = RIME_F_MASK, scale_o = RIME_F_SCALE_O,
   mx_inputs = RIME_F_MX_INPUTS, paged = RIME_F_PAGED, ragged_q = RIME_F_RAGGED_Q, ragged_kv = RIME_F_RAGGED_KV,
   kv_fp8 = RIME_F_KV_FP8, kv_e5m2 = RIME_F_KV_E5M2, q_bf16 = RIME_F_Q_BF16, balanced = RIME_F_BALANCED,
-  starts = RIME_F_STARTS
+  starts = RIME_F_STARTS, softcap = RIME_F_SOFTCAP
 };
 enum : int { one_consumer = 1, two_consumers = 2, three_consumers = 3 };
 }  // namespace rime_names
@@ -120,6 +122,7 @@ struct SdpaParams {
   // offsets of the fields above, and the code of every kernel without starts, stay as they were.
   const int* seq_start_q;
   const int* seq_start_kv;
+  float logit_softcap;  // RIME_F_SOFTCAP: the cap c (> 0)
 };
 
 struct CombineParams {

@@ -41,7 +41,7 @@ std::string kernel_feature_names(int features) {
       {RIME_F_MASK, "mask"},         {RIME_F_SCALE_O, "scale_o"},     {RIME_F_MX_INPUTS, "mx_inputs"},
       {RIME_F_PAGED, "paged"},       {RIME_F_RAGGED_Q, "ragged_q"},   {RIME_F_RAGGED_KV, "ragged_kv"},
       {RIME_F_KV_FP8, "kv_fp8"},     {RIME_F_KV_E5M2, "kv_e5m2"},     {RIME_F_Q_BF16, "q_bf16"},
-      {RIME_F_BALANCED, "balanced"}, {RIME_F_STARTS, "starts"}};
+      {RIME_F_BALANCED, "balanced"}, {RIME_F_STARTS, "starts"},     {RIME_F_SOFTCAP, "softcap"}};
   std::string out;
   int named = 0;
   for (const auto& [bit, name] : kNames)
@@ -84,6 +84,7 @@ int sdpa_features(const Facts& f, bool split) {
   if (f.ragged_q) bits |= RIME_F_RAGGED_Q;
   if (f.ragged_kv) bits |= RIME_F_RAGGED_KV;
   if (f.seq_start_q || f.seq_start_kv) bits |= RIME_F_STARTS;
+  if (f.logit_softcap > 0) bits |= RIME_F_SOFTCAP;
   if (f.q16_over_fp8_kv()) {
     bits |= RIME_F_KV_FP8;
     if (f.k().dtype == DataType::FP8_E5M2) bits |= RIME_F_KV_E5M2;
@@ -123,6 +124,7 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.cu_seqlens_kv = static_cast<const int*>(b.of(f, Role::CuSeqlensKv));
   p.seq_start_q = static_cast<const int*>(b.of(f, Role::SeqStartQ));
   p.seq_start_kv = static_cast<const int*>(b.of(f, Role::SeqStartKv));
+  p.logit_softcap = f.logit_softcap;
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
     p.page_size_log2 = page_size_log2(f.page_size);

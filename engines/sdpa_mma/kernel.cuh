@@ -282,6 +282,10 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   float scale_log2 = p.attn_scale * kLog2e;
   if constexpr ((T::kFp8 && !kMx) || kKv8)
     scale_log2 *= descale_at(p.descale_q, p.descale_q_stride, b, h_kv) * descale_at(p.descale_k, p.descale_k_stride, b, h_kv);
+  // Soft-capping (SPEC section 2): the cap's factors of softmax_step.
+  constexpr bool kSoftcap = (kFeatures & RIME_F_SOFTCAP) != 0;
+  const float cap_in = kSoftcap ? scale_log2 / (kLog2e * p.logit_softcap) : 0.f;
+  const float cap_out = kSoftcap ? p.logit_softcap * kLog2e : 0.f;
   // A BF16 Q's rows were widened by 2^e each (load_q_bf16_as_fp16): S's rows are multiplied back by 2^-e.
   float q_row_factor[2] = {1.f, 1.f};
   if constexpr (kQBf16) {
@@ -421,7 +425,7 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
     const bool edge = kMask || kPadding || (kt + 1) * kTileKv > p.S_kv;
     if constexpr (kVtRegs) {
       float alpha[2];
-      softmax_step(s, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t, alpha);
+      softmax_step<kNT, kSoftcap>(s, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t, alpha, cap_in, cap_out);
       // O^T holds packed rows 8n + 2t + j; their factors live with the lanes whose row g is 2t + j.
       float row_alpha[2][2];
 #pragma unroll
@@ -435,7 +439,8 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
 #pragma unroll
           for (int e = 0; e < 4; ++e) ot[m][n][e] *= row_alpha[n][e & 1];
     } else {
-      softmax_tile(s, o_acc, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t);
+      softmax_tile<kNT, kDT, kSoftcap>(s, o_acc, m_run, l_run, rows, kt * kTileKv, scale_log2, edge, t, cap_in,
+                                        cap_out);
     }
 
     // O += P V

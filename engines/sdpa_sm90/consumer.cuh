@@ -179,6 +179,9 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   if constexpr (kFp8 || Cfg::kWidenKv)
     scale_log2 *= descale_at(p.descale_q, p.descale_q_stride, b, h_kv) * descale_at(p.descale_k, p.descale_k_stride, b, h_kv);
   const ThreadRows rows = thread_rows<kMask, (kFeatures & RIME_F_RAGGED_Q) != 0>(p, ext, row0 + cw * 64 + warp * 16 + g, h_kv);
+  // Soft-capping's factors (softmax below): the scaled score over c, and c in log2 units.
+  const float cap_in = (kFeatures & RIME_F_SOFTCAP) != 0 ? scale_log2 / (kLog2e * p.logit_softcap) : 0.f;
+  const float cap_out = (kFeatures & RIME_F_SOFTCAP) != 0 ? p.logit_softcap * kLog2e : 0.f;
 
   float o_acc[kDT][4];
   float s[kNT][4];
@@ -267,7 +270,16 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
       }
     }
     float mul = scale_log2;
-    if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
+    if constexpr ((kFeatures & RIME_F_SOFTCAP) != 0) {
+      // Soft-capping (SPEC section 2): c tanh(s' / c) of the scaled score s' = s scale_log2 / log2(e), in log2 units:
+      // an FMUL, a MUFU.TANH and an FMUL per score, before the mask and the max. (Leaving c log2(e) to the exponent's
+      // FFMA, as the scale is, saves an FMUL but made ptxas spill 728 more bytes over the 104 specializations.)
+#pragma unroll
+      for (int n = 0; n < kNT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = cap_out * tanh_approx(s[n][e] * cap_in);
+      mul = 1.f;
+    } else if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
 #pragma unroll
       for (int n = 0; n < kNT; ++n)
 #pragma unroll

@@ -126,6 +126,10 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   if (ws && tile_pick == 2) a.tile = sm90_tile(fp8, D, D_v, 1);
   a.padding_mask = padding;
   a.generate_stats = stats;
+  // A quarter of the draws cap their logits at 5 or 30 (Gemma 2 uses 50, Grok 30), on a generator of their own.
+  const unsigned softcap_pick = static_cast<unsigned>(std::mt19937_64(seed ^ 0x50f7ca9ULL)() % 8);
+  if (softcap_pick == 1) a.logit_softcap = 5.0f;
+  if (softcap_pick == 2) a.logit_softcap = 30.0f;
 
   const int64_t q = add("Q", {B, H_q, S_q, D}, in), k = add("K", {B, H_kv, S_kv, D}, in),
                 v = add("V", {B, H_kv, S_kv, D_v}, in), o = add("O", {B, H_q, S_q, D_v}, out, true);
@@ -168,10 +172,12 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   }
   GraphDraw d;
   d.graph = g;
-  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{}{} "
+  d.description = fmt::format("seed {}: {} -> {} B{} H{}/{} S_q {} S_kv {} D{} layout {} mask [{}]{}{}{}{}{}{}{} "
                               "split {} tile {}",
                               seed, to_string(in), to_string(out), B, H_q, H_kv, S_q, S_kv, D, layout, mask,
-                              padding ? " padding" : "", starts_text, sink ? " sink" : "", stats ? " stats" : "",
+                              padding ? " padding" : "", starts_text,
+                              a.logit_softcap ? fmt::format(" softcap {}", *a.logit_softcap) : std::string(),
+                              sink ? " sink" : "", stats ? " stats" : "",
                               want_amax_s ? " amax_s" : "", per_head_text(per_head), split,
                               a.tile ? fmt::format("{}x{}", a.tile->q, a.tile->kv) : std::string("0"));
   return d;

@@ -60,6 +60,7 @@ void record_coverage(const Plan& plan) {
   if (f.wants_amax_s) items.push_back("Amax_S");
   if (f.per_head_descales) items.push_back("per-head descales on " + plan.config().derived.engine);
   if (f.seq_start_q || f.seq_start_kv) items.push_back("per-sequence starts on " + plan.config().derived.engine);
+  if (f.logit_softcap > 0) items.push_back("soft-capping on " + plan.config().derived.engine);
   std::lock_guard<std::mutex> lock(coverage_mutex());
   const char* file = std::getenv("RIME_GPU_COVERAGE_FILE");
   std::ofstream out;
@@ -82,6 +83,7 @@ std::set<std::string> required_coverage(const DeviceDesc& device) {
     need.insert("engine " + row.engine);
     if (row.q16_over_fp8_kv) need.insert("16-bit Q over FP8 K/V");
     if (row.seq_start) need.insert("per-sequence starts on " + row.engine);
+    if (row.softcap) need.insert("soft-capping on " + row.engine);
     for (OpKind op : row.ops) {
       if (op == OpKind::SdpaMxfp8) need.insert("MXFP8 inputs");
       if (op == OpKind::SdpaFp8) need.insert("per-head descales on " + row.engine);

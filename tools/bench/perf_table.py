@@ -21,7 +21,8 @@ from generated_doc import emit
 
 ANCHOR_NAMES = {"cudnn_fp8": "cuDNN FP8", "torch_cudnn_bf16": "torch cuDNN", "torch_flash_bf16": "torch flash",
                 "copy_fp8": "copy", "copy_bf16": "copy", "rime_dense_causal": "dense causal prefill",
-                "rime_padded": "padded twin", "rime_per_tensor": "per-tensor descales", "rime_fp8_q": "FP8 Q plan"}
+                "rime_padded": "padded twin", "rime_per_tensor": "per-tensor descales", "rime_fp8_q": "FP8 Q plan",
+                "rime_uncapped": "the uncapped plan"}
 CONSUMERS = {"one_consumer": 1, "two_consumers": 2, "three_consumers": 3}
 
 
@@ -115,7 +116,8 @@ def tables(by_graph):
         out.append(f"| {label(graph)} | {plan_text(g['plan'])} | {gbps:.0f} | {copy[0]:.0f} | {copy[1]:.2f}x |")
     out += ["", "Rows whose anchor is another rime plan of the same run (paged and ragged prefill: TFLOP/s over the "
             "dense causal prefill's; per-head descales: the per-tensor plan's time over theirs; a BF16 Q over FP8 "
-            "K/V: its speed over the FP8 Q plan's and over torch's cuDNN with Q, K and V all in BF16):", "",
+            "K/V: its speed over the FP8 Q plan's and over torch's cuDNN with Q, K and V all in BF16; soft-capped "
+            "logits: TFLOP/s over the same graph uncapped):", "",
             "| graph | plan | against | ratio |", "|---|---|---|---|"]
     for graph in own:
         g = by_graph[graph]

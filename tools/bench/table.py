@@ -7,7 +7,7 @@ import sys
 
 
 ANCHOR_IMPLS = ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16", "rime_padded",
-                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q")
+                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped")
 
 
 def load(path):
@@ -25,8 +25,11 @@ def main(ours_csv, anchors_csv, outdir):
     # <graph>_perhead row (descales per (batch, kv head)) has <graph> (per-tensor descales) as anchor: their cost.
     # A prefill <graph>_bf16q row (a BF16 Q over the FP8 K/V of <graph>) has <graph> (the FP8 Q plan) and torch's
     # cuDNN on the same shape with every tensor in BF16 (what the model would run without an FP8 cache).
+    # A <graph>_softcap row (logits capped) has <graph> (the same graph uncapped) as anchor: the cap's cost.
     by_graph = {o["graph"]: o for o in ours}
     for o in ours:
+        if o["graph"].endswith("_softcap") and o["graph"][:-len("_softcap")] in by_graph:
+            anchor[(o["graph"].split("_", 1)[1], "rime_uncapped")] = by_graph[o["graph"][:-len("_softcap")]]
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
             anchor[(o["graph"].split("_", 1)[1], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
         if o["graph"].endswith("_bf16q") and "decode" not in o["graph"]:
@@ -59,6 +62,8 @@ def main(ours_csv, anchors_csv, outdir):
             ref_impls = ["rime_per_tensor"]
         if shape.endswith("_bf16q") and not decode:
             ref_impls = ["rime_fp8_q", "torch_cudnn_bf16"]
+        if shape.endswith("_softcap"):
+            ref_impls = ["rime_uncapped"]
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
                "gbps": float(o["gbps"])}
         for impl in ref_impls:

@@ -44,7 +44,7 @@ WS_HEADER = "sdpa_sm90/kernel.cuh"
 NAMES = {"fp16": 0, "bf16": 1, "e4m3": 2, "e5m2": 3, "fp32": 4, "nvfp4": 5, "mxfp8": 6,
          "no_features": 0, "sink": 1, "stats": 2, "amax_o": 4, "amax_s": 8, "split": 16, "padding": 32, "mask": 64,
          "scale_o": 128, "mx_inputs": 256, "paged": 512, "ragged_q": 1024, "ragged_kv": 2048, "kv_fp8": 4096,
-         "kv_e5m2": 8192, "q_bf16": 16384, "balanced": 32768, "starts": 65536,
+         "kv_e5m2": 8192, "q_bf16": 16384, "balanced": 32768, "starts": 65536, "softcap": 131072,
          "one_consumer": 1, "two_consumers": 2, "three_consumers": 3}
 
 
