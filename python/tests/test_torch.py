@@ -299,14 +299,14 @@ def check_generated_binding(name, args, kwargs):
 
 
 def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_logit_softcap():
-    # One entry of the families' shared attribute list: every schema has it. No row serves capping yet, so a plan
-    # for it is NotSupported with each row's reason, never a silent uncapped kernel.
+    # One entry of the families' shared attribute list: every schema has it. A capped graph plans the kernels'
+    # specialization with the cap, never an uncapped kernel.
     for name in OPS:
         assert "float? softcap=None" in str(getattr(torch.ops.rime, name).default._schema)
     q, kv = meta(1, 64, 8, 64), meta(1, 64, 2, 64)
-    with pytest.raises(rime.NotSupportedError) as e:
-        rime.torch.warmup("attention", q, kv, kv, causal=True, softcap=50.0, arch="sm_90a")
-    assert any("logit soft-capping (logit_softcap 50) not supported" in r for r in e.value.reasons)
+    e = rime.explain(rime.torch.graph("attention", q, kv, kv, causal=True, softcap=50.0), arch="sm_90a", json=True)
+    assert e["facts"]["logit_softcap"] == 50.0
+    assert "softcap" in e["derived"]["stages"][0]["name_expression"]  # the kernels' own specialization
     with pytest.raises(rime.InvalidGraphError, match="logit_softcap -1 must be finite and >= 0"):
         torch.ops.rime.attention(q, kv, kv, softcap=-1.0)
     assert rime.torch.warmup("attention", q, kv, kv, softcap=0.0, arch="sm_90a").row  # 0: no capping, served

@@ -145,12 +145,20 @@ def test_plans_of_a_decode_loop_stay_constant():
         assert counts[-1] == counts[0], (cache, counts)
 
 
-def test_gemma2_and_phi3_are_refused_with_their_fields():
-    gemma2 = transformers.Gemma2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=1000)
-    with pytest.raises(rime.NotSupportedError, match="attn_logit_softcapping"):
-        with torch.no_grad():
-            model_of(gemma2, "rime")(input_ids=torch.ones(1, 8, dtype=torch.long, device=DEV))
+def test_gemma2_soft_capped_layers_match_eager_and_phi3_is_refused_with_its_field():
+    # Gemma 2 (logits capped at 50, D 256, alternating sliding windows) against eager, every layer's hidden states.
+    gemma2 = transformers.Gemma2Config(hidden_size=512, intermediate_size=1024, num_hidden_layers=3,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=2048,
+                                       sliding_window=48, pad_token_id=0)
+    model = model_of(gemma2, "eager")
+    ids, mask = left_padded([70, 33, 64])
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        model.set_attn_implementation("rime")
+        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    real = mask.bool()
+    for layer, (g, w) in enumerate(zip(got, want)):
+        assert rel_l2(g[real], w[real]) <= 2e-2, layer
     phi3 = transformers.Phi3Config(hidden_size=384, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                                    num_key_value_heads=4, vocab_size=1000, pad_token_id=0)
     with pytest.raises(rime.NotSupportedError, match="head_dim 96"):
