@@ -272,12 +272,12 @@ TEST_CASE("the 16-bit-Q-over-FP8-K/V specializations compile", "[jit]") {
 }
 
 TEST_CASE("a compile error returns CompileFailed with the log and the kernel name", "[jit]") {
-  KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // head dim 80: static_assert
+  KernelSpec bad = attention_spec(RIME_T_E4M3, RIME_T_E4M3, 80, 64, 0, "sm_90a");  // FP8 head dim 80: static_assert
   Result<CompiledKernel> k = compile_uncached(bad);
   REQUIRE_FALSE(k.ok());
   CHECK(k.status().code() == StatusCode::CompileFailed);
   CHECK(k.status().message().find("rime_dev::sdpa_mma_fwd<2, 2, 80, 80, 64, 64, 0>") != std::string::npos);
-  CHECK(k.status().message().find("head dims must be multiples") != std::string::npos);
+  CHECK(k.status().message().find("head dims must be whole 32-byte k steps") != std::string::npos);
 }
 
 TEST_CASE("the cache key depends on content, never on location", "[jit]") {

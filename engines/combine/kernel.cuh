@@ -21,8 +21,11 @@ constexpr int kCombineChunk = 8;
 // 32 rows of 128 splits).
 template <int kOut, int kDv, int kFeatures, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParams p) {
-  static_assert(kDv % 64 == 0, "a lane owns column pairs 64 apart");
-  constexpr int kPairs = kDv / 64;
+  // A lane owns column pairs 64 apart; a D_v that is not a multiple of 64 (80, 96) leaves the last chunk's lanes
+  // past D_v without columns (kWholePairs false: their loads and stores are skipped).
+  static_assert(kDv % 16 == 0, "head dims are multiples of 16");
+  constexpr int kPairs = (kDv + 63) / 64;
+  constexpr bool kWholePairs = kDv % 64 == 0;
   __shared__ float2 sums[kWarps][kPairs][32];
   __shared__ float warp_m[kWarps], warp_den[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -63,7 +66,9 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
           lse[u] = p.lse_partial[k * slot_stride + row];
           const float* src = p.o_partial + (k * slot_stride + row) * kDv;
 #pragma unroll
-          for (int c = 0; c < kPairs; ++c) v[u][c] = *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane);
+          for (int c = 0; c < kPairs; ++c)
+            v[u][c] = kWholePairs || c * 64 + 2 * lane < kDv ? *reinterpret_cast<const float2*>(src + c * 64 + 2 * lane)
+                                                             : make_float2(0.f, 0.f);
         }
       }
       float m_new = m_run;
@@ -127,6 +132,7 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
   float amax = 0.f;
   constexpr int kBlock = OutFormat<kOut>::kBlock;
   if constexpr (kBlock > 0) {
+    static_assert(kWholePairs, "block-scaled O: D_v a multiple of 64");
     // A block of kBlock columns inside one 64-column chunk belongs to kBlock / 2 consecutive lanes.
     constexpr int kLanes = kBlock / 2;
     for (int c = 0; c < kPairs; ++c) {
@@ -149,6 +155,7 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const CombineParam
       zero_sf_pad_rows(p.sf_o, p.H_q, p.sf_rows, p.sf_cols, p.S_q, b, h, 1, lane, 32);
   } else {
     for (int c = 0; c < kPairs; ++c) {
+      if (!kWholePairs && c * 64 + 2 * lane >= kDv) continue;
       const float x = acc[c][0] * inv, y = acc[c][1] * inv;
       amax = fmaxf(amax, fmaxf(fabsf(x), fabsf(y)));
       store_pair<kOut>(p.o, orow + c * 64 + 2 * lane, x * scale_o, y * scale_o);

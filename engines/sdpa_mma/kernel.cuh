@@ -144,7 +144,8 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   // whose A operand (V^T, d x keys) comes straight from the V tile through ldmatrix.trans (on byte pairs) and
   // two byte permutes, and whose B operand (P^T) is the P fragment as it is. See the P.V step below.
   constexpr bool kVtRegs = T::kFp8 && !kMx && kTileQ <= 32;  // rime_mma::vt_in_smem's complement
-  static_assert(kDqk % 32 == 0 && kDv % 16 == 0, "head dims must be multiples of 32 / 16");
+  // A 32-byte k step of Q.K^T is 16 elements of a 16-bit Q (head dims 80 and 96 too) and 32 of an FP8 one.
+  static_assert(kDqk * kEB % 32 == 0 && kDv % 16 == 0, "head dims must be whole 32-byte k steps and multiples of 16");
   static_assert(kTileKv % 32 == 0, "KV tiles are whole 32-key FP8 k steps");
 
   u8* sQ = smem + kSmem.q;

@@ -54,7 +54,14 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
     out = coin(0.5) ? DataType::BF16 : DataType::FP16;
   }
   // D is D_qk; D_v equals it except for the MLA-style D_qk 192 / D_v 128, which only sdpa_sm90 serves.
-  const int64_t D = ws ? pick({64, 128, 128, 192, 256}) : pick({64, 128, 128, 256});
+  int64_t D = ws ? pick({64, 128, 128, 192, 256}) : pick({64, 128, 128, 256});
+  // Half of the other suite's 16-bit draws take head dim 80 (Phi-2) or 96 (Phi-3), which the mma.sync engine serves
+  // in 16 bits, on a generator of their own (each seed's other fields stay what they were).
+  if (!ws && !fp8) {
+    const uint64_t d_pick = std::mt19937_64(seed ^ 0xd96d80ULL)() % 4;
+    if (d_pick == 1) D = 80;
+    if (d_pick == 2) D = 96;
+  }
   const int64_t D_v = D == 192 ? 128 : D;
   const int64_t group = pick({1, 1, 2, 4, 8});
   const int64_t H_kv = pick({1, 2, 3});

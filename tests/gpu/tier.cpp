@@ -61,6 +61,7 @@ void record_coverage(const Plan& plan) {
   if (f.per_head_descales) items.push_back("per-head descales on " + plan.config().derived.engine);
   if (f.seq_start_q || f.seq_start_kv) items.push_back("per-sequence starts on " + plan.config().derived.engine);
   if (f.logit_softcap > 0) items.push_back("soft-capping on " + plan.config().derived.engine);
+  if (f.D_qk == 80 || f.D_qk == 96) items.push_back(fmt::format("head dim {} on {}", f.D_qk, plan.config().derived.engine));
   std::lock_guard<std::mutex> lock(coverage_mutex());
   const char* file = std::getenv("RIME_GPU_COVERAGE_FILE");
   std::ofstream out;
@@ -84,6 +85,8 @@ std::set<std::string> required_coverage(const DeviceDesc& device) {
     if (row.q16_over_fp8_kv) need.insert("16-bit Q over FP8 K/V");
     if (row.seq_start) need.insert("per-sequence starts on " + row.engine);
     if (row.softcap) need.insert("soft-capping on " + row.engine);
+    for (const auto& [d_qk, d_v] : row.head_dims)
+      if (d_qk == 80 || d_qk == 96) need.insert(fmt::format("head dim {} on {}", d_qk, row.engine));
     for (OpKind op : row.ops) {
       if (op == OpKind::SdpaMxfp8) need.insert("MXFP8 inputs");
       if (op == OpKind::SdpaFp8) need.insert("per-head descales on " + row.engine);
