@@ -70,6 +70,17 @@ def test_bf16_attention_with_gqa_and_lse(causal):
     assert torch.allclose(lse, want_lse, atol=2e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("d,s_q", [(80, 300), (96, 300), (96, 1), (80, 1)])
+def test_head_dims_80_and_96_with_gqa_and_lse(d, s_q):
+    # Phi-2's and Phi-3's head dims (the mma.sync engine, 16 bits): prefill, and a decode that splits over 2000 keys.
+    q = torch.randn(2, s_q, 8, d, device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2000, 2, d, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    out, lse = torch.ops.rime.attention(q, k, v, causal=True, return_lse=True)
+    want, want_lse = reference(q, k, v, True)
+    assert rel_l2(out, want) < 1e-2
+    assert torch.allclose(lse, want_lse, atol=2e-3, rtol=1e-3)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_fp8_attention_against_the_dequantized_reference(causal):
     (q, qf), (k, kf), (v, vf) = fp8((1, 512, 8, 128)), fp8((1, 640, 8, 128)), fp8((1, 640, 8, 128))
