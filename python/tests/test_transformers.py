@@ -217,3 +217,17 @@ def test_gpt_oss_sinks_reach_the_operator_as_float32_once_per_parameter_version(
     with torch.no_grad():
         p.add_(1)
     assert _attention._sink(p) is not first and torch.equal(_attention._sink(p), p.detach().float())
+
+
+def test_the_mask_function_serves_the_patterns_starts_and_lengths_say_and_refuses_the_others():
+    from transformers import masking_utils as mu
+    m = torch.tensor([[0, 1, 1, 1]], dtype=torch.bool)
+    for fn in (mu.causal_mask_function, mu.bidirectional_mask_function, mu.sliding_window_causal_mask_function(3),
+               mu.sliding_window_bidirectional_mask_function(3)):
+        assert rows(rt.mask(1, 4, 4, 0, 0, mask_function=fn, attention_mask=m, device="cpu")) == [[1], [3], [1], [3]]
+    chunked = mu.chunked_causal_mask_function(2, torch.zeros(1, dtype=torch.long))
+    with pytest.raises(rime.NotSupportedError, match="the model's mask combines chunked_overlay"):
+        rt.mask(1, 4, 4, 0, 0, mask_function=chunked, attention_mask=m, device="cpu")
+    with pytest.raises(rime.NotSupportedError, match=r"attention_mask: rows \[0\] hold masked positions"):
+        rt.mask(1, 4, 4, 0, 0, mask_function=mu.causal_mask_function,
+                attention_mask=torch.tensor([[1, 0, 1, 1]], dtype=torch.bool), device="cpu")
