@@ -181,7 +181,7 @@ def test_the_builder_names_what_it_does_not_know():
     assert "unknown keyword 'causal_mask'" in str(e.value)
 
 
-def test_a_left_padded_graph_is_valid_explained_and_declined_by_every_row_with_its_reason():
+def test_a_left_padded_graph_is_valid_explained_and_planned_with_the_kernels_for_starts():
     b = rime.GraphBuilder("left_padded")
     q = b.tensor("Q", [2, 8, 64, 128], "BF16")
     k, v = (b.tensor(n, [2, 2, 256, 128], "BF16") for n in ("K", "V"))
@@ -189,9 +189,9 @@ def test_a_left_padded_graph_is_valid_explained_and_declined_by_every_row_with_i
     lens = {n: b.tensor(n, [2], "INT32") for n in ("seq_len_q", "seq_len_kv", "seq_start_q", "seq_start_kv")}
     g = b.sdpa(q=q, k=k, v=v, o=o, padding_mask=True, causal=True, alignment="bottom_right", **lens)
     assert "starts    Q rows from seq_start_q, K/V positions from seq_start_kv" in rime.explain(g)
-    with pytest.raises(rime.NotSupportedError) as e:
-        rime.plan(g, arch="sm_90a")
-    assert any("per-sequence starts (seq_start_q and seq_start_kv) not supported" in r for r in e.value.reasons)
+    e = rime.explain(g, arch="sm_90a", json=True)
+    assert e["decision"]["row"] == "sdpa_sm90_f16"
+    assert "starts" in e["derived"]["stages"][0]["name_expression"]
     with pytest.raises(rime.InvalidGraphError, match="seq_start_kv .* needs seq_len_kv"):
         b = rime.GraphBuilder("no_length")
         q = b.tensor("Q", [2, 8, 64, 128], "BF16")
