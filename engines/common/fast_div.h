@@ -2,8 +2,8 @@
 // shift, computed once on the host into SdpaParams. A runtime integer division is ~20 instructions around a MUFU
 // reciprocal, and a masked Hopper CTA needs six before its first load (its row tile, kv head, batch and key
 // range), on the critical path of every CTA of a short causal prefill: with runtime divisions FP8 B128 S128 causal
-// took 1.27x the time on the H200 (docs/perf-history.md). No includes beyond the two headers below: NVRTC
-// compiles it.
+// took 1.27x the time on the H200 (docs/perf-history.md, "Measured: divisions by plan-time multipliers"). No includes
+// beyond the two headers below: NVRTC compiles it.
 #pragma once
 
 #include "common/host_device.h"

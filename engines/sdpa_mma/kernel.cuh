@@ -201,8 +201,8 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   // address is its group's base plus a per-thread offset and a constant step. Loading one id per 16-byte chunk
   // (16 loads and 64-bit products per thread and 32-key tile at D 128 FP8) held paged decode to 59% of copy
   // bandwidth at full lengths, where the dense decode of the same kernel reaches 92%: that decode is bound by
-  // instruction issue (docs/perf-history.md). Needs a CTA pass of rows to stay inside a group (rows per pass divide 16);
-  // other shapes keep the per-chunk ids (kGroupedPages false).
+  // instruction issue (docs/perf-history.md, "Paged decode (issue 15)", p2). Needs a CTA pass of rows to stay inside
+  // a group (rows per pass divide 16); other shapes keep the per-chunk ids (kGroupedPages false).
   constexpr int kRowsPassK = kThreads / kChunksK, kRowsPassV = kThreads / kChunksV;
   constexpr bool kGroupedPages = kPaged && kThreads % kChunksK == 0 && kThreads % kChunksV == 0 &&
                                  16 % kRowsPassK == 0 && 16 % kRowsPassV == 0 && kTileKv % 16 == 0;

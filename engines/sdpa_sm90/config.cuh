@@ -27,7 +27,8 @@ struct Config {
   //    16-bit type does. The widened form moves half the FP8 kernel's bytes per KV tile (64 keys against 128:
   //    16-bit stages of 128 keys do not fit two CTAs per SM), and a decode's time goes by its tiles: 0.47x of a
   //    copy on the H200 where the FP8 kernel reaches 0.92x; the widened prefill ran 347 TFLOP/s on B4 S4096 causal
-  //    where the FP8 Q graph ran 733 (docs/perf-history.md).
+  //    where the FP8 Q graph ran 733 (docs/perf-history.md, "Measured: a 16-bit Q over FP8 K/V on the Hopper
+  //    engine").
   static constexpr bool kKvFp8 = (kFeatures & RIME_F_KV_FP8) != 0;
   static constexpr bool kWidenKv = kKvFp8 && !kFp8;
   static constexpr bool kQSplit = kKvFp8 && kFp8;
@@ -53,7 +54,8 @@ struct Config {
   // FP8 with 2-3 consumers and D_v <= 128: V^T sub-tiles have room for 8 rows of ones (rime_sm90::vt_sum_rows),
   // and where no LSE is written the tensor cores sum P with them. The sum of P as held in E4M3 normalizes O by the
   // weights P.V used, but as an LSE it is off the exact one by up to 0.03 on short rows, past SPEC's Stats
-  // tolerance (docs/perf-history.md): Stats, split partials and Amax_S keep the fp32 sums of the unquantized P.
+  // tolerance (docs/perf-history.md, "Kernel versions: prediction and result", v19): Stats, split partials and Amax_S
+  // keep the fp32 sums of the unquantized P.
   static constexpr int kSumRows = rime_sm90::vt_sum_rows(kFp8, kDv, kC);
   static constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
   static constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones

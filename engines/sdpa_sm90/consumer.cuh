@@ -1,8 +1,9 @@
 // sdpa_sm90: a consumer warpgroup, 64 query rows. Per KV tile j it issues S(j) = Q K_j^T and, in the same batch,
 // O += P(j-1) V_{j-1}; waits for S(j), masks it and runs the online softmax, waits for P.V, rescales O and packs
 // P(j). (ptxas schedules the wait for P.V near the top of the softmax's block, so the exponentials do not overlap
-// this consumer's own P.V; holding the wait below them measured slower: docs/perf-history.md.) Two or three
-// consumers take turns issuing, 0, 1, (2,) 0, ... (a named barrier per consumer's turn, ping-pong), so that one's
+// this consumer's own P.V; holding the wait below them measured slower: docs/perf-history.md, "Why a consumer's P.V
+// does not overlap its own softmax".) Two or three consumers take turns issuing, 0, 1, (2,) 0, ... (a named barrier
+// per consumer's turn, ping-pong), so that one's
 // softmax runs while another's wgmmas use the tensor cores; one consumer takes no turns (the SM's other CTA is its
 // partner at the tensor cores). Of three consumers, one whose own rows need fewer of the CTA's KV tiles (none: rows
 // past the end; causal: keys past its rows' diagonal) takes ghost turns past them: its place in the ring and its
@@ -203,8 +204,9 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   // wgmma descriptors: built once, then moved by constant byte offsets (a descriptor's low 14 bits are the
   // address / 16, and every operand lies below 256 KB, so adding offset / 16 never carries out of the field).
   // Rebuilding each from its pointer cost ~10 uniform instructions per wgmma, and moving them was 1-3% faster on
-  // every bench row (docs/perf-history.md) except 16-bit D 64, where it measured 8% slower in three A/B runs (ptxas
-  // then issues the wgmmas back to back; the SASS shows no other change): that one keeps the per-wgmma form.
+  // every bench row (docs/perf-history.md, "Kernel versions: prediction and result", v8) except 16-bit D 64, where it
+  // measured 8% slower in three A/B runs (ptxas then issues the wgmmas back to back; the SASS shows no other change):
+  // that one keeps the per-wgmma form.
   constexpr bool kDescFromPointers = !kFp8 && kDqk == 64;
   const u64 q_desc = desc_k_major<kRow>(sQw);
   const u64 k_desc = desc_k_major<kRow>(sK);
@@ -255,7 +257,8 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   // The mask (mask.cuh) and the online softmax (softmax.cuh) of tile j. The running max moves only past a slack (online_softmax_raw), so that O's rescale, which ran in 66% of the FP8
   // D 128 tiles, is skipped on most: 8 (P up to 256) for 16-bit P; 1 for FP8, whose P then sits on kPScale / 2 so
   // that it stays within E4M3's 448. Not with Amax_S, whose epilogue takes m_run for the row's max. With the row
-  // sums on the tensor cores (kMmaSums): FP8 prefill 2-7% faster, BF16 0-5% (H200, docs/perf-history.md).
+  // sums on the tensor cores (kMmaSums): FP8 prefill 2-7% faster, BF16 0-5% (H200, docs/perf-history.md, "Kernel
+  // versions: prediction and result", v20).
   constexpr int kSlack = (kFeatures & RIME_F_AMAX_S) != 0 ? 0 : kFp8 ? 1 : 8;
   const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
   auto softmax = [&](int j, float (&alpha)[2]) {

@@ -10,8 +10,9 @@ namespace rime_sm90 {
 // two or three consumer warpgroups of 64 query rows each, taking turns at the tensor cores (ping-pong); the engine
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
 // (ncu of the two-consumer kernel found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible
-// warps per scheduler, docs/perf-history.md); it leaves each consumer 152 registers (160 beside a 16-bit producer, below), which
-// hold O (64 for D_v 128), S of 64 keys (32) and P, so three consumers take 64-key tiles (128 at D 64, whose O is
+// warps per scheduler, docs/perf-history.md, "Kernel versions: prediction and result", the v10 profile); it leaves
+// each consumer 152 registers (160 beside a 16-bit producer, below), which hold O (64 for D_v 128), S of 64 keys (32)
+// and P, so three consumers take 64-key tiles (128 at D 64, whose O is
 // 32 registers). D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 // A 16-bit Q over FP8 K/V runs the FP8 kernel with Q split into two E4M3 terms where Q's second term fits the
@@ -24,7 +25,7 @@ RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_co
 // One consumer (graphs of at most 64 packed rows: a multi-token decode, 8 tokens x a group of 4): 256 threads,
 // two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
 // consumers would idle one (measured on the 8-token paged decode: 0.75x the time of the mma.sync 32x32 tile that
-// served it; docs/perf-history.md).
+// served it; docs/perf-history.md, "Session 12: one consumer warpgroup for the 8-token decode").
 RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers) { return n_consumers == 1 ? 2 : 1; }
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
@@ -56,7 +57,8 @@ RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
 }
 // setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
 // share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a
-// producer of 32 hung on the H200, docs/perf-history.md; 65536 / 384 is not a multiple of 8).
+// producer of 32 hung on the H200, docs/perf-history.md, "Kernel versions: prediction and result", session 22;
+// 65536 / 384 is not a multiple of 8).
 RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8, bool q_split = false, int d_v = 0) {
   return (launch_regs(n_consumers) +
           (launch_regs(n_consumers) - producer_regs(n_consumers, fp8, q_split, d_v)) / n_consumers) /
@@ -64,17 +66,18 @@ RIME_HOST_DEVICE constexpr int consumer_regs(int n_consumers, bool fp8, bool q_s
 }
 // K / V (/ V^T) ring depth (the kernel's barriers and stage arithmetic follow it). A third stage (loads of tile
 // j + 2 in flight while the consumers read j and j + 1) measured no faster on any bench row (A/B in one H200 run:
-// 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf-history.md): the TMA is not what the
-// consumers wait for. Two stages leave the shared memory to wider KV tiles.
+// 1.00x-1.03x of the 2-stage time for FP8, 0.99x-1.01x for BF16; docs/perf-history.md, "Kernel versions: prediction
+// and result", v8): the TMA is not what the consumers wait for. Two stages leave the shared memory to wider KV tiles.
 constexpr int kStages = 2;
 
 // Keys per KV tile: 256 for FP8 D 64 (a consumer holds S of 256 keys in 128 registers, O in 32 and P in 32: ptxas
 // places them past the launch's 168 registers, which setmaxnreg raises to 224, without spilling; 6% faster than
 // 128 keys on the bench row); for D 256 on two consumers 128 FP8 keys (consumers of 240 registers beside a producer
-// of 24: 0.86x the time of 64-key tiles on the bench row, docs/perf-history.md) and 64 16-bit ones (16-bit K and V
-// stages of 128 keys would not fit shared memory); 128 otherwise (192 keys for FP8 D 128 measured 2-7% slower than
-// 128: docs/perf-history.md). One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184
-// registers hold S of 128 keys beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
+// of 24: 0.86x the time of 64-key tiles on the bench row, docs/perf-history.md, "Measured: FP8 D 256 on 128 x 128
+// tiles") and 64 16-bit ones (16-bit K and V stages of 128 keys would not fit shared memory); 128 otherwise (192 keys
+// for FP8 D 128 measured 2-7% slower than 128: docs/perf-history.md, "Kernel versions: prediction and result", v10).
+// One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
+// beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
 // at D 128, so that two CTAs fit the SM's shared memory (128 keys would take 145 KB a CTA at D 128, one CTA per SM).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
   return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)

@@ -83,7 +83,8 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
                : 0;
   };
   // Paged: tile j + 1's page ids are loaded when tile j is issued, so that their latency (a dependent global
-  // load before every tile's TMA) overlaps the issue of a whole tile (8-token decode: 2% faster, docs/perf-history.md).
+  // load before every tile's TMA) overlaps the issue of a whole tile (8-token decode: 2% faster,
+  // docs/perf-history.md, "Session 14: the paged producer of the Hopper kernel").
   int next_page = 0;
   if constexpr (kPagedKv) next_page = page_id(0);
   auto issue = [&](int j) {  // the loads of the j-th tile of this CTA's range into its stage

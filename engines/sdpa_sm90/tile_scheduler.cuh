@@ -18,7 +18,8 @@ struct Work {
 };
 
 // The grid's work of this CTA, computed before the roles part (the two-consumer kernels' SASS is sensitive to
-// where it is computed, docs/perf-history.md). Balanced: none (for_each_work deals the pieces).
+// where it is computed, docs/perf-history.md, "Kernel versions: prediction and result", session 21 (v22)). Balanced:
+// none (for_each_work deals the pieces).
 template <class Cfg>
 __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
   constexpr int kFeatures = Cfg::kFeatures, kTileQ = Cfg::kTileQ, kN = Cfg::kN;
@@ -37,7 +38,8 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
       // the CTAs in flight still share the K/V of a few heads in L2 (132 CTAs span ~kGroup slices, as before).
       // Measured (H200, A/B of 3 and 5 rounds): FP8 causal B4 H32 S4096 0.983x-0.992x the time, BF16 0.983x; with
       // per-batch lengths (padded, ragged, paged) the highest row tile is not the heaviest one, and the padded
-      // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf-history.md).
+      // and ragged B16 rows ran 1.011x-1.022x slower, so those keep launch order (docs/perf-history.md, "Measured: a
+      // 16-bit Q prefill on the FP8 kernel, per-head descales on one problem, heaviest first per batch").
       // The launch index is x + nq (y + H_kv z), x < nq, so its group of kGroup slices and its place r in the
       // group's nq x kGroup CTAs come from the slice index y + H_kv z by shifts; only the last group, with fewer
       // slices, divides (its CTAs alone). The slice's (kv head, batch, split) by SdpaParams' divisors.

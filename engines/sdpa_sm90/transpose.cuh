@@ -21,7 +21,7 @@ namespace sm90 {
 //   row % 8 and its 16-byte writes fall in 8 different bank groups under the swizzle.
 // Loads are conflict-free too: a loaded matrix is 8 consecutive keys at one 16-byte chunk, which the TMA swizzle
 // spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
-// FP8 D 128 tile, as many as a consumer warp: docs/perf-history.md.)
+// FP8 D 128 tile, as many as a consumer warp: docs/perf-history.md, "Kernel versions: prediction and result", v9.)
 // kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
 // loads (paged FP8: see the producer).
 // kOpaqueLane: the lane passes through an opaque move, once per tile, so that what derives from it (each unit's two
@@ -29,8 +29,9 @@ namespace sm90 {
 // are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
 // 56-72 registers (nvcc 13.0: 56 bytes in the FP8 two-consumer kernels, 136-220 in the paged ones, reloaded in
 // every tile's transpose; none with the move), at ~14 more ALU instructions per unit. Measured (H200, one call,
-// docs/perf-history.md): the one-consumer 8-token paged decode 0.906x-0.916x the time, but the two- and three-consumer
-// FP8 prefill rows 1.02x-1.17x and the paged prefill 1.135x: where the consumers bind, the extra instructions take
+// docs/perf-history.md, "Session 15: every FP8 decode on the one-consumer Hopper kernel"): the one-consumer 8-token
+// paged decode 0.906x-0.916x the time, but the two- and three-consumer FP8 prefill rows 1.02x-1.17x and the paged
+// prefill 1.135x: where the consumers bind, the extra instructions take
 // issue slots of their SM sub-partitions; where the producer's tile chain binds (decode), the reloads cost more.
 // So one consumer only.
 // kVtRows: the rows of a V^T sub-tile (kDv, + rime_sm90::vt_sum_rows rows of ones, which this leaves alone).
@@ -52,7 +53,7 @@ __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid
   const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
   // Fully unrolled (8 units per warp for every tile shape), except for 256-key tiles, whose 8 units' addresses
   // (two V^T sub-tiles) then spilled past the producer's 56 registers. (Unrolled by 4, the D 256 kernel measured
-  // 17% slower: docs/perf-history.md.)
+  // 17% slower: docs/perf-history.md, "Kernel versions: prediction and result", v10.)
   constexpr int kUnroll = kN > 128 ? 4 : kPerWarp;
 #pragma unroll kUnroll
   for (int i = 0; i < kPerWarp; ++i) {
