@@ -65,6 +65,20 @@ def left_padded(lengths, total=None, vocab=2048, seed=1):
     return ids.to(DEV), mask.to(DEV)
 
 
+def assert_layers_match(config, reference, lengths):
+    """One model, its attention switched from `reference` to rime: every layer's hidden states at the real (unpadded)
+    positions of a batch of prompts of `lengths`, padded on the left, within rel L2 2e-2 (BF16)."""
+    model = model_of(config, reference)
+    ids, mask = left_padded(lengths)
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        model.set_attn_implementation("rime")
+        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    real = mask.bool()
+    for layer, (g, w) in enumerate(zip(got, want)):
+        assert rel_l2(g[real], w[real]) <= 2e-2, (type(config).__name__, layer)
+
+
 FAMILIES = ["llama-d64", "llama-d128", "qwen2-sliding", "mistral", "gpt-oss"]
 
 
@@ -72,16 +86,7 @@ FAMILIES = ["llama-d64", "llama-d128", "qwen2-sliding", "mistral", "gpt-oss"]
 def test_every_layers_hidden_states_match_the_reference_backend(kind):
     # One model, its attention switched between rime and the reference (sdpa; eager for gpt-oss): every layer's
     # hidden states at the real (unpadded) positions of a left-padded batch, rel L2 <= 2e-2 in BF16.
-    reference = "eager" if kind == "gpt-oss" else "sdpa"
-    model = model_of(small(kind), reference)
-    ids, mask = left_padded([70, 33, 1, 64])
-    with torch.no_grad():
-        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-        model.set_attn_implementation("rime")
-        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-    real = mask.bool()
-    for layer, (g, w) in enumerate(zip(got, want)):
-        assert rel_l2(g[real], w[real]) <= 2e-2, (kind, layer)
+    assert_layers_match(small(kind), "eager" if kind == "gpt-oss" else "sdpa", [70, 33, 1, 64])
 
 
 @pytest.mark.parametrize("kind", ["llama-d128", "qwen2-sliding", "gpt-oss"])
@@ -146,26 +151,12 @@ def test_plans_of_a_decode_loop_stay_constant():
 
 
 def test_gemma2_and_phi3_match_their_reference_backends():
-    # Gemma 2 (logits capped at 50, D 256, alternating sliding windows) against eager, every layer's hidden states.
+    # Gemma 2 (logits capped at 50, D 256, alternating sliding windows) against eager; Phi-3 (head dim 96, on the
+    # mma.sync engine) against sdpa.
     gemma2 = transformers.Gemma2Config(hidden_size=512, intermediate_size=1024, num_hidden_layers=3,
                                        num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=2048,
                                        sliding_window=48, pad_token_id=0)
-    model = model_of(gemma2, "eager")
-    ids, mask = left_padded([70, 33, 64])
-    with torch.no_grad():
-        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-        model.set_attn_implementation("rime")
-        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-    real = mask.bool()
-    for layer, (g, w) in enumerate(zip(got, want)):
-        assert rel_l2(g[real], w[real]) <= 2e-2, layer
-    # Phi-3 (head dim 96, on the mma.sync engine) against sdpa.
+    assert_layers_match(gemma2, "eager", [70, 33, 64])
     phi3 = transformers.Phi3Config(hidden_size=384, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                                    num_key_value_heads=4, vocab_size=2048, pad_token_id=0)
-    model = model_of(phi3, "sdpa")
-    with torch.no_grad():
-        want = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-        model.set_attn_implementation("rime")
-        got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-    for layer, (g, w) in enumerate(zip(got, want)):
-        assert rel_l2(g[real], w[real]) <= 2e-2, ("phi3", layer)
+    assert_layers_match(phi3, "sdpa", [70, 33, 64])
