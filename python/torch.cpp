@@ -33,36 +33,50 @@ int ints_of(PyObject* tuple, int64_t (&out)[8]) {
 // call's tensors), each [B, S, H, D]. A call with per-sequence key lengths and more keys than queries (a cache's
 // decode or chunked prefill) is planned for S_kv rounded up to a power of two (at least 256), K and V 16-byte
 // aligned: a cache that grows a token a step then meets a new shape class once per doubling instead of once per
-// token. 0 otherwise (the call's own S_kv).
-int64_t kv_capacity(nb::handle tensors, nb::handle kv) {
+// token. capacity 0 otherwise (the call's own S_kv). Under a capacity, K's and V's shapes and strides as read, so
+// that the key does not read them again.
+struct KvRead {
+  int64_t capacity = 0;
+  int index[2] = {-1, -1};  // K's and V's in the call's tensors
+  int64_t shape[2][8], stride[2][8];
+};
+
+KvRead read_kv(nb::handle tensors, nb::handle kv) {
   static PyObject* const s_shape = interned("shape");
   static PyObject* const s_stride = interned("stride");
   static PyObject* const s_itemsize = interned("itemsize");
-  if (kv.is_none()) return 0;
+  KvRead r;
+  if (kv.is_none()) return r;
   const auto [qi, ki, vi, li] = nb::cast<std::tuple<int, int, int, int>>(kv);
   PyObject* t = tensors.ptr();
   if (!PyTuple_Check(t)) invalid_argument("_kv_capacity: tensors must be a tuple");
   for (int i : {qi, ki, vi, li})
     if (i < 0 || i >= PyTuple_GET_SIZE(t)) invalid_argument("_kv_capacity: an index past the call's tensors");
-  if (PyTuple_GET_ITEM(t, li) == Py_None) return 0;
-  int64_t q_shape[8], k_shape[8];
+  if (PyTuple_GET_ITEM(t, li) == Py_None) return r;
+  int64_t q_shape[8];
   if (ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, qi), s_shape), q_shape) != 4 ||
-      ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, ki), s_shape), k_shape) != 4 || q_shape[1] >= k_shape[1])
-    return 0;
-  for (int i : {ki, vi}) {
-    PyObject* x = PyTuple_GET_ITEM(t, i);
-    int64_t stride[8];
-    if (ints_of(PyObject_CallMethodNoArgs(x, s_stride), stride) != 4 || stride[3] != 1) return 0;
+      ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, ki), s_shape), r.shape[0]) != 4 || q_shape[1] >= r.shape[0][1])
+    return r;
+  const int index[2] = {ki, vi};
+  for (int w = 0; w < 2; ++w) {
+    PyObject* x = PyTuple_GET_ITEM(t, index[w]);
+    if ((w == 1 && ints_of(PyObject_GetAttr(x, s_shape), r.shape[1]) != 4) ||
+        ints_of(PyObject_CallMethodNoArgs(x, s_stride), r.stride[w]) != 4 || r.stride[w][3] != 1)
+      return r;
     nb::object size = nb::steal(PyObject_GetAttr(x, s_itemsize));
     if (!size.is_valid()) throw nb::python_error();
     const int64_t bytes = PyLong_AsLongLong(size.ptr());
     for (int d = 0; d < 3; ++d)
-      if (stride[d] * bytes % 16 != 0) return 0;
+      if (r.stride[w][d] * bytes % 16 != 0) return r;
   }
-  int64_t capacity = 256;
-  while (capacity < k_shape[1]) capacity *= 2;
-  return capacity;
+  r.capacity = 256;
+  while (r.capacity < r.shape[0][1]) r.capacity *= 2;
+  r.index[0] = ki;
+  r.index[1] = vi;
+  return r;
 }
+
+int64_t kv_capacity(nb::handle tensors, nb::handle kv) { return read_kv(tensors, kv).capacity; }
 
 // The shape class of an operator call: (`head`, bytes), where head is the operator and its attributes and the bytes
 // hold, per tensor of the call, its dims, strides, dtype (the dtype object's identity: torch's dtypes are immortal
@@ -94,10 +108,8 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
     for (Py_ssize_t d = 0; d < rank; ++d) put(PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, d)));
     if (PyErr_Occurred()) throw nb::python_error();
   };
-  const int64_t capacity = kv_capacity(tensors, kv);
-  int k_index = -1, v_index = -1;
-  if (capacity) std::tie(std::ignore, k_index, v_index, std::ignore) = nb::cast<std::tuple<int, int, int, int>>(kv);
-  put(capacity);
+  const KvRead kv_read = read_kv(tensors, kv);
+  put(kv_read.capacity);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* t = PyTuple_GET_ITEM(tensors.ptr(), i);
     if (t == Py_None) {
@@ -105,11 +117,11 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
       continue;
     }
     put(1);
-    if (i == k_index || i == v_index) {
-      int64_t shape[8], stride[8];
-      ints_of(PyObject_GetAttr(t, s_shape), shape);
-      ints_of(PyObject_CallMethodNoArgs(t, s_stride), stride);
-      for (int d = 0; d < 4; ++d) put(d == 1 ? capacity : shape[d]);
+    const int w = i == kv_read.index[0] ? 0 : i == kv_read.index[1] ? 1 : -1;
+    if (w >= 0) {  // under a capacity: [B, capacity, H, D] and the strides' order, as read_kv read them
+      const int64_t(&shape)[8] = kv_read.shape[w];
+      const int64_t(&stride)[8] = kv_read.stride[w];
+      for (int d = 0; d < 4; ++d) put(d == 1 ? kv_read.capacity : shape[d]);
       for (int d = 0; d < 4; ++d) {  // each dim's rank among the strides: the layout, whatever the length
         int rank = 0;
         for (int e = 0; e < 4; ++e) rank += stride[e] > stride[d] || (stride[e] == stride[d] && e < d);
