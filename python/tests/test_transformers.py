@@ -20,7 +20,7 @@ rt.register()
 
 
 def rows(t):
-    return [r.tolist() for r in t]
+    return [r.flatten().tolist() for r in t]
 
 
 # ---- the mask as per-sequence starts and lengths --------------------------------------------------------------
@@ -28,7 +28,7 @@ def rows(t):
 def test_a_left_padded_prefill_places_each_sequence_at_its_first_token():
     m = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]], dtype=torch.bool)
     s = sequences(3, 5, 5, 0, m, "cpu")
-    assert s.dtype == torch.int32 and s.shape == (4, 3)
+    assert s.dtype == torch.int32 and s.shape == (4, 3, 1, 1)
     # start_q, len_q, start_kv, len_kv: the padded queries are rows outside [start_q, start_q + len_q)
     assert rows(s) == [[2, 0, 4], [3, 5, 1], [2, 0, 4], [3, 5, 1]]
 
@@ -123,6 +123,19 @@ def test_a_left_padded_batch_runs_every_layer_through_rime_with_its_starts_and_l
     assert all(c[n].shape == (2,) and c[n].dtype == torch.int32
                for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
     assert c["causal"] and c["window_left"] == -1 and c["softmax_scale"] == pytest.approx(64 ** -0.5)
+
+
+def test_a_mask_made_before_the_forward_reaches_the_attention_function_unchanged():
+    # generate makes a StaticCache's mask before the forward (create_masks_for_generate) and passes it in as the
+    # attention_mask; transformers hands a 4D mask on as "prepared", so every layer reads these very rows.
+    model = model_of(llama())
+    made = sequences(2, 7, 7, 0, torch.ones(2, 7, dtype=torch.bool, device="meta"), "meta")
+    with torch.no_grad(), Recorded() as r:
+        model(input_ids=torch.zeros(2, 7, dtype=torch.long, device="meta"), attention_mask=made)
+    assert len(r.calls) == 2
+    base = made if made._base is None else made._base  # views share their base
+    assert all(c[n]._base is base for c in r.calls
+               for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
 
 
 def test_a_model_switched_to_rime_after_loading_uses_it():

@@ -6,7 +6,7 @@ import torch
 
 from .. import torch as rime_torch
 from ..errors import NotSupportedError
-from ._sequences import LEN_KV, LEN_Q, START_KV, START_Q, check_one_run, is_sequences, sequences
+from ._sequences import check_one_run, is_sequences, rows, sequences
 
 # transformers' mask patterns that starts and lengths plus the attention function's own attributes (is_causal,
 # sliding_window) say: any other (chunked attention, packed sequences, a model's own and_mask / or_mask overlays)
@@ -26,7 +26,7 @@ def _pattern_names(fn):
 
 def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None, attention_mask=None,
          device=None, **kwargs):
-    """transformers' mask interface for "rime": the forward's per-sequence starts and lengths ([4, B] int32, see
+    """transformers' mask interface for "rime": the forward's per-sequence starts and lengths ([4, B, 1, 1] int32, see
     _sequences), or None when no sequence is padded and the cache hands exactly the tokens seen."""
     eager = not torch.compiler.is_compiling() and not _fake(attention_mask)
     if eager and mask_function is not None:
@@ -126,8 +126,7 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
                     f"attention_mask of shape {tuple(attention_mask.shape)} and dtype {attention_mask.dtype}: rime "
                     "serves the padding that its own mask function (registered with the backend) describes, not a "
                     "prepared mask")
-        starts_q, lens_q = attention_mask[START_Q], attention_mask[LEN_Q]
-        starts_k, lens_k = attention_mask[START_KV], attention_mask[LEN_KV]
+        starts_q, lens_q, starts_k, lens_k = rows(attention_mask)
     call = dict(q=query.transpose(1, 2), k=key.transpose(1, 2), v=value.transpose(1, 2), sink=_sink(s_aux),
                   seq_lens_q=lens_q, seq_lens_k=lens_k, seq_starts_q=starts_q, seq_starts_k=starts_k,
                   causal=bool(causal), window_left=int(window) if window else -1, softmax_scale=scaling,

@@ -1,10 +1,12 @@
 """transformers' 2D padding mask as rime's per-sequence starts and lengths (SPEC section 2), computed on the device
 with no host sync: what the mask function hands the attention function in place of a mask.
 
-The sequences of one forward are a [4, B] int32 tensor, rows START_Q, LEN_Q, START_KV, LEN_KV: sequence b's queries
-are rows [start_q, start_q + len_q) of the dense S_q axis and its keys positions [start_kv, start_kv + len_kv) of the
-K/V tensors the layer's cache hands the attention function. Every row is a contiguous [B] view, passed to
-torch.ops.rime.attention as it is.
+The sequences of one forward are a [4, B, 1, 1] int32 tensor, rows START_Q, LEN_Q, START_KV, LEN_KV: sequence b's
+queries are rows [start_q, start_q + len_q) of the dense S_q axis and its keys positions [start_kv, start_kv + len_kv)
+of the K/V tensors the layer's cache hands the attention function. Every row is a contiguous [B] view (rows()),
+passed to torch.ops.rime.attention as it is. Four dims, because transformers hands a 4D mask back unchanged as
+"already prepared": generate makes the mask of a compileable cache (a StaticCache) before the forward and passes
+it in as the attention_mask, and a 2D tensor would be read as a padding mask again.
 
 The mask m [B, L] (L = tokens seen + this forward's queries) lines up with the keys the attention function gets:
 position p of m is key p of a cache that keeps every token (a DynamicCache's layer, a StaticCache's buffer, whose
@@ -24,11 +26,17 @@ START_Q, LEN_Q, START_KV, LEN_KV = range(4)
 
 def is_sequences(mask):
     """Whether an attention function's `attention_mask` is what sequences() made."""
-    return isinstance(mask, torch.Tensor) and mask.dtype == torch.int32 and mask.dim() == 2 and mask.shape[0] == 4
+    return (isinstance(mask, torch.Tensor) and mask.dtype == torch.int32 and mask.dim() == 4 and mask.shape[0] == 4
+            and mask.shape[2] == 1 and mask.shape[3] == 1)
+
+
+def rows(mask):
+    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views, no copy)."""
+    return tuple(mask[r, :, 0, 0] for r in (START_Q, LEN_Q, START_KV, LEN_KV))
 
 
 def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device):
-    """The [4, B] int32 sequences of a forward, or None when every sequence holds every position (no mask, and the
+    """The [4, B, 1, 1] int32 sequences of a forward, or None when every sequence holds every position (no mask, and the
     cache hands exactly q_offset + q_length keys). q_offset: the tokens the cache held before this forward (an int,
     or a 0-dim tensor for a StaticCache)."""
     if attention_mask is None:
@@ -40,7 +48,7 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
         else:
             filled = min(q_offset + q_length, kv_length)
         zeros = torch.zeros(batch_size, dtype=torch.int32, device=device)
-        return torch.stack((zeros, zeros + q_length, zeros, zeros + filled))
+        return torch.stack((zeros, zeros + q_length, zeros, zeros + filled))[:, :, None, None]
     m = attention_mask
     if m.dim() != 2 or m.shape[0] != batch_size:
         raise NotSupportedError(f"attention_mask: shape {tuple(m.shape)}; rime serves transformers' 2D padding mask "
@@ -55,7 +63,7 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
     q_first = length - q_length  # the position of query 0
     start_q = torch.clamp(first - q_first, 0, q_length)
     end_q = torch.clamp(end - q_first, 0, q_length)
-    return torch.stack((start_q, end_q - start_q, first, count))
+    return torch.stack((start_q, end_q - start_q, first, count))[:, :, None, None]
 
 
 def check_one_run(attention_mask):
