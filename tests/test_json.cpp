@@ -191,3 +191,15 @@ TEST_CASE("load_graph_file refuses missing, special and oversized files", "[json
   CHECK(load_graph_file("/nonexistent/graph.json").status().code() == StatusCode::InvalidJson);
   CHECK(load_graph_file("/").status().message().find("not a regular file") != std::string::npos);
 }
+
+TEST_CASE("a name of exactly the longest length is taken, one byte more is refused", "[json]") {
+  nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
+  doc["name"] = std::string(kMaxNameLength, 'n');
+  REQUIRE(graph_from_json(doc.dump()).ok());
+  doc["name"] = std::string(kMaxNameLength + 1, 'n');
+  Result<Graph> g = graph_from_json(doc.dump());
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == StatusCode::InvalidJson);
+  CHECK(g.status().location() == "/name");
+  CHECK(g.status().message().find("string of 257 bytes; at most 256") != std::string::npos);
+}

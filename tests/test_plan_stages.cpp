@@ -145,6 +145,18 @@ TEST_CASE("required declines explain themselves", "[match]") {
     Facts beyond = facts_of(example_json("fp8_decode_gqa"), DeviceDesc::from_arch("sm_121", 48).value());
     CHECK(verdict_of(match(beyond), "sdpa_mma_fp8").reason == "row sdpa_mma_fp8: arch sm_121 not in [sm_89, sm_120]");
   }
+  SECTION("an arch given by name: sm_50 .. sm_130, both ends taken") {
+    CHECK(DeviceDesc::from_arch("sm_50", 1).ok());
+    CHECK(DeviceDesc::from_arch("sm_130", 1024).ok());
+    for (const char* outside : {"sm_49", "sm_131"}) {
+      INFO(outside);
+      Result<DeviceDesc> d = DeviceDesc::from_arch(outside, 132);
+      REQUIRE_FALSE(d.ok());
+      CHECK(d.status().message() == std::string("arch '") + outside + "' is outside sm_50..sm_130");
+    }
+    CHECK(DeviceDesc::from_arch("sm_90a", 0).status().message() == "SM count 0 is outside 1..1024");
+    CHECK(DeviceDesc::from_arch("sm_90a", 1025).status().message() == "SM count 1025 is outside 1..1024");
+  }
   SECTION("a pinned split outside the row's domain") {
     json doc = example_json("fp8_decode_gqa");
     doc["op"]["knobs"] = {{"split_kv", 3}};
