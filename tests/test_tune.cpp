@@ -189,3 +189,13 @@ TEST_CASE("tune refuses a graph that pins its knobs, and iterations below 1", "[
   zero.iterations = 0;
   CHECK(tune(decode_graph("zero"), zero).status().code() == StatusCode::InvalidArgument);
 }
+
+TEST_CASE("the winner is the fastest candidate that ran, never a failed one", "[tune]") {
+  auto ran = [](double ms) { TuneCandidate c; c.ms = ms; return c; };
+  TuneCandidate failed;  // no time: ms 0, an error
+  failed.error = "CudaError: launch failed";
+  CHECK(tuned::fastest({ran(2.0), failed, ran(1.5), ran(1.7)}) == 2);
+  CHECK(tuned::fastest({ran(2.0), failed, failed}) == 0);
+  CHECK(tuned::fastest({ran(1.0), ran(1.0), ran(3.0)}) == 0);  // a tie keeps the heuristics' own
+  CHECK(tuned::fastest({ran(1.0)}) == 0);
+}

@@ -304,10 +304,7 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
     }
     run(p.ok() ? &p.value() : nullptr, p.ok() ? Status::success() : p.status(), todo[k]);
   }
-  for (size_t i = 0; i < report.candidates.size(); ++i) {
-    const TuneCandidate& c = report.candidates[i];
-    if (c.error.empty() && c.ms < report.candidates[report.winner].ms) report.winner = i;
-  }
+  report.winner = tuned::fastest(report.candidates);
 
   const int driver_version = tuned::driver_version();
   tuned::Choice choice;

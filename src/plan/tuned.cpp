@@ -63,6 +63,13 @@ std::string describe(const Decision& d) {
   return fmt::format("{} {}x{}{} split {}", d.row_id, d.tile.q, d.tile.kv, consumers, d.split_kv);
 }
 
+size_t fastest(const std::vector<TuneCandidate>& candidates) {
+  size_t winner = 0;
+  for (size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].error.empty() && candidates[i].ms < candidates[winner].ms) winner = i;
+  return winner;
+}
+
 nlohmann::json to_json(const Choice& c) {
   return {{"rime_tuned", kTunedFormat},
           {"rime_version", kVersion},

@@ -16,6 +16,7 @@
 #include "rime/inspect/facts.hpp"
 #include "rime/inspect/rows.hpp"
 #include "rime/status.hpp"
+#include "rime/tune.hpp"
 
 namespace rime::tuned {
 
@@ -45,6 +46,9 @@ nlohmann::json to_json(const Choice& c);
 Result<Choice> from_json(const std::string& text);
 // "sdpa_sm90_fp8 64x128 x1 split 16" (consumers left out for engines without them).
 std::string describe(const Decision& d);
+// The index of the fastest candidate that ran (a failed one has no time: ms 0 and an error); 0, the heuristics'
+// own, on ties and when no other ran.
+size_t fastest(const std::vector<TuneCandidate>& candidates);
 
 // Records (replacing) the choice under choice.key in the plan cache; InvalidArgument when the disk cache is disabled,
 // CacheCorrupt when it cannot be written.
