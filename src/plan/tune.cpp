@@ -24,37 +24,6 @@
 namespace rime {
 namespace {
 
-// The entry points timing needs beyond the library's own (driver::Api): copies and events.
-struct TimingApi {
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
-  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
-  CUresult (*cuEventDestroy)(CUevent) = nullptr;
-  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
-  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
-  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
-  Status status;
-};
-
-const TimingApi& timing_api() {
-  static const TimingApi t = [] {
-    TimingApi out;
-    out.status = driver::load_status();
-    if (!out.status.ok()) return out;
-    void* lib = driver::library();
-    std::string err;
-    // The _v2 names are the ABI that cuda.h's macros select for these entry points.
-    const bool ok = driver::load_symbol(lib, "cuMemcpyHtoD_v2", out.cuMemcpyHtoD, err) &&
-                    driver::load_symbol(lib, "cuEventCreate", out.cuEventCreate, err) &&
-                    driver::load_symbol(lib, "cuEventDestroy_v2", out.cuEventDestroy, err) &&
-                    driver::load_symbol(lib, "cuEventRecord", out.cuEventRecord, err) &&
-                    driver::load_symbol(lib, "cuEventSynchronize", out.cuEventSynchronize, err) &&
-                    driver::load_symbol(lib, "cuEventElapsedTime", out.cuEventElapsedTime, err);
-    if (!ok) out.status = Status(StatusCode::CudaError, err);
-    return out;
-  }();
-  return t;
-}
-
 // Device memory released on scope exit.
 struct DeviceBuffer {
   CUdeviceptr ptr = 0;
@@ -69,7 +38,7 @@ struct DeviceBuffer {
 struct Events {
   std::vector<CUevent> events;
   ~Events() {
-    for (CUevent e : events) timing_api().cuEventDestroy(e);
+    for (CUevent e : events) driver::api()->cuEventDestroy(e);
   }
 };
 
@@ -162,7 +131,6 @@ struct Inputs {
 
 Status make_inputs(const Facts& f, Inputs& in) {
   const driver::Api* api = driver::api();
-  const TimingApi& t = timing_api();
   for (int r = 0; r < kRoleCount; ++r) {
     const TensorFacts& tf = f.tensors[static_cast<size_t>(r)];
     if (!tf.bound) continue;
@@ -181,7 +149,7 @@ Status make_inputs(const Facts& f, Inputs& in) {
       }
       for (size_t off = 0; off < bytes; off += host.size())
         RIME_RETURN_IF_ERROR(driver::check(
-            t.cuMemcpyHtoD(buf->ptr + off, host.data(), std::min(host.size(), bytes - off)), "cuMemcpyHtoD (tune inputs)"));
+            api->cuMemcpyHtoD(buf->ptr + off, host.data(), std::min(host.size(), bytes - off)), "cuMemcpyHtoD (tune inputs)"));
     }
     in.by_uid[tf.uid] = reinterpret_cast<void*>(buf->ptr);
     in.owned.push_back(std::move(buf));
@@ -191,7 +159,7 @@ Status make_inputs(const Facts& f, Inputs& in) {
 
 // The median time of one execute, after two warm-up executes.
 Result<double> time_plan(const Plan& p, const Inputs& in, void* workspace, int iterations) {
-  const TimingApi& t = timing_api();
+  const driver::Api& t = *driver::api();
   for (int i = 0; i < 2; ++i) RIME_RETURN_IF_ERROR(p.execute(in.by_uid, workspace, nullptr));
   Events ev;
   ev.events.resize(static_cast<size_t>(2 * iterations), nullptr);
@@ -242,7 +210,6 @@ Result<TuneReport> tune(const Graph& graph, const TuneOptions& options) {
                   "tune: the graph pins split_kv or tile (/op/knobs): there is nothing to tune; remove the knobs");
   if (!heuristic->prepared())
     return Status(StatusCode::CudaError, "tune: the plan is not loaded on a GPU; tuning times candidates on one");
-  RIME_RETURN_IF_ERROR(timing_api().status);
   const Facts& f = heuristic->facts();
   const Decision& chosen = heuristic->config().decision;
   base.device_ordinal = heuristic->device_ordinal();

@@ -1,6 +1,5 @@
 #include "plan/tuned.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -11,7 +10,6 @@
 #include "json/checked.hpp"
 #include "log/log.hpp"
 #include "plan/facts_json.hpp"
-#include "rime/tune.hpp"
 #include "rime/json.hpp"
 #include "rime/tune.hpp"
 #include "rime/version.hpp"
@@ -48,12 +46,9 @@ std::string key(const std::string& shape_class, const DeviceDesc& device, int dr
 int driver_version() {
   // Asked once per process: every plan with use_tuned keys its lookup by it.
   static const int version = [] {
-    void* lib = driver::library();
-    if (!lib) return 0;
-    using Fn = CUresult (*)(int*);
-    auto fn = reinterpret_cast<Fn>(dlsym(lib, "cuDriverGetVersion"));
+    const driver::Api* api = driver::api();
     int v = 0;
-    return fn && fn(&v) == CUDA_SUCCESS ? v : 0;
+    return api && api->cuDriverGetVersion(&v) == CUDA_SUCCESS ? v : 0;
   }();
   return version;
 }

@@ -6,12 +6,13 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/symbols.hpp"
+
 namespace rime::driver {
 namespace {
 
 struct Loaded {
   Api api{};
-  void* lib = nullptr;
   bool ok = false;
   std::string error;
 };
@@ -25,37 +26,34 @@ const Loaded& loaded() {
       out.error = fmt::format("no CUDA driver (dlopen libcuda.so.1: {})", e ? e : "unknown error");
       return out;
     }
-    out.lib = lib;
     Api& a = out.api;
     std::string& err = out.error;
+    auto load = [&](const char* name, auto& fn) { return runtime::load_symbol(lib, "libcuda", name, fn, err); };
     // The _v2 names are the ABI that cuda.h's macros select for these entry points.
-    bool ok = load_symbol(lib, "cuInit", a.cuInit, err) && load_symbol(lib, "cuGetErrorString", a.cuGetErrorString, err) &&
-              load_symbol(lib, "cuDeviceGet", a.cuDeviceGet, err) &&
-              load_symbol(lib, "cuDeviceGetCount", a.cuDeviceGetCount, err) &&
-              load_symbol(lib, "cuDeviceGetAttribute", a.cuDeviceGetAttribute, err) &&
-              load_symbol(lib, "cuDeviceGetName", a.cuDeviceGetName, err) &&
-              load_symbol(lib, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain, err) &&
-              load_symbol(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, err) &&
-              load_symbol(lib, "cuCtxGetCurrent", a.cuCtxGetCurrent, err) &&
-              load_symbol(lib, "cuCtxGetDevice", a.cuCtxGetDevice, err) &&
-              load_symbol(lib, "cuModuleLoadData", a.cuModuleLoadData, err) &&
-              load_symbol(lib, "cuModuleGetFunction", a.cuModuleGetFunction, err) &&
-              load_symbol(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, err) &&
-              load_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                          a.cuOccupancyMaxActiveBlocksPerMultiprocessor, err) &&
-              load_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, err) &&
-              load_symbol(lib, "cuMemsetD32Async", a.cuMemsetD32Async, err) &&
-              load_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, err) && load_symbol(lib, "cuMemFree_v2", a.cuMemFree, err) &&
-              load_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, err) &&
-              load_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, err) &&
-              load_symbol(lib, "cuStreamCreate", a.cuStreamCreate, err) &&
-              load_symbol(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, err) &&
-              load_symbol(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, err) &&
-              load_symbol(lib, "cuEventCreate", a.cuEventCreate, err) &&
-              load_symbol(lib, "cuEventDestroy_v2", a.cuEventDestroy, err) &&
-              load_symbol(lib, "cuEventRecord", a.cuEventRecord, err) &&
-              load_symbol(lib, "cuEventQuery", a.cuEventQuery, err) &&
-              load_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, err);
+    bool ok = load("cuInit", a.cuInit) && load("cuGetErrorString", a.cuGetErrorString) &&
+              load("cuDriverGetVersion", a.cuDriverGetVersion) && load("cuDeviceGet", a.cuDeviceGet) &&
+              load("cuDeviceGetCount", a.cuDeviceGetCount) && load("cuDeviceGetAttribute", a.cuDeviceGetAttribute) &&
+              load("cuDeviceGetName", a.cuDeviceGetName) &&
+              load("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain) &&
+              load("cuCtxSetCurrent", a.cuCtxSetCurrent) && load("cuCtxGetCurrent", a.cuCtxGetCurrent) &&
+              load("cuCtxGetDevice", a.cuCtxGetDevice) && load("cuCtxSynchronize", a.cuCtxSynchronize) &&
+              load("cuModuleLoadData", a.cuModuleLoadData) && load("cuModuleGetFunction", a.cuModuleGetFunction) &&
+              load("cuFuncSetAttribute", a.cuFuncSetAttribute) &&
+              load("cuOccupancyMaxActiveBlocksPerMultiprocessor", a.cuOccupancyMaxActiveBlocksPerMultiprocessor) &&
+              load("cuLaunchKernel", a.cuLaunchKernel) && load("cuMemAlloc_v2", a.cuMemAlloc) &&
+              load("cuMemFree_v2", a.cuMemFree) && load("cuMemcpyHtoD_v2", a.cuMemcpyHtoD) &&
+              load("cuMemcpyDtoH_v2", a.cuMemcpyDtoH) && load("cuMemcpyDtoD_v2", a.cuMemcpyDtoD) &&
+              load("cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync) && load("cuMemsetD8_v2", a.cuMemsetD8) &&
+              load("cuMemsetD8Async", a.cuMemsetD8Async) && load("cuMemsetD32Async", a.cuMemsetD32Async) &&
+              load("cuStreamCreate", a.cuStreamCreate) && load("cuStreamDestroy_v2", a.cuStreamDestroy) &&
+              load("cuStreamSynchronize", a.cuStreamSynchronize) && load("cuStreamWaitEvent", a.cuStreamWaitEvent) &&
+              load("cuStreamBeginCapture_v2", a.cuStreamBeginCapture) &&
+              load("cuStreamEndCapture", a.cuStreamEndCapture) && load("cuEventCreate", a.cuEventCreate) &&
+              load("cuEventDestroy_v2", a.cuEventDestroy) && load("cuEventRecord", a.cuEventRecord) &&
+              load("cuEventQuery", a.cuEventQuery) && load("cuEventSynchronize", a.cuEventSynchronize) &&
+              load("cuEventElapsedTime", a.cuEventElapsedTime) &&
+              load("cuGraphInstantiateWithFlags", a.cuGraphInstantiate) && load("cuGraphLaunch", a.cuGraphLaunch) &&
+              load("cuGraphExecDestroy", a.cuGraphExecDestroy) && load("cuGraphDestroy", a.cuGraphDestroy);
     if (!ok) return out;
     a.cuLaunchKernelEx = reinterpret_cast<decltype(a.cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
     a.cuTensorMapEncodeTiled = reinterpret_cast<decltype(a.cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
@@ -80,8 +78,6 @@ const Loaded& loaded() {
 }  // namespace
 
 const Api* api() { return loaded().ok ? &loaded().api : nullptr; }
-
-void* library() { return loaded().ok ? loaded().lib : nullptr; }
 
 Status load_status() {
   return loaded().ok ? Status::success() : Status(StatusCode::CudaError, loaded().error);

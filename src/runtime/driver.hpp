@@ -8,15 +8,13 @@
 
 #include "rime/device.hpp"
 #include "rime/status.hpp"
-#include "runtime/symbols.hpp"
 
 namespace rime::driver {
 
-// Function pointers of the driver entry points the library calls (and no others: the testing library in
-// tools/testing loads its own allocation, copy, stream, event and graph calls). The allocation, copy and stream
-// synchronisation here serve only the checked-indices mode of execute (one 8-byte verdict word); the streams and
-// events, the ring of context-parallel prefill (plan/ring.cpp: its transfers run beside the attention). Loaded once;
-// api() returns nullptr when there is no driver (then load_status() says why).
+// Function pointers of every driver entry point rime calls: the library's (loading, launching, the streams and
+// events of the context-parallel ring, the checked-indices verdict copy, tune's timing), and those of its tools
+// (tools/testing: allocation, copies, graph capture), in one table loaded once. api() returns nullptr when there
+// is no driver (then load_status() says why).
 struct Api {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuGetErrorString)(CUresult, const char**);
@@ -37,7 +35,13 @@ struct Api {
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuCtxSynchronize)();
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
@@ -46,7 +50,15 @@ struct Api {
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuDriverGetVersion)(int*);
   // Optional (nullptr when the driver lacks them): launches with attributes, for programmatic dependent launch;
   // tensor maps for engines that load with TMA.
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
@@ -57,18 +69,6 @@ struct Api {
 
 const Api* api();
 Status load_status();
-
-// The libcuda handle the library opened (nullptr when the driver did not load: load_status() says why), for
-// callers above the library that need entry points it does not call (tools/testing: allocation, copies,
-// streams, events, graphs).
-void* library();
-
-// Entry point `name` of the libcuda handle `lib` as a function pointer of type F; false, with `error` naming
-// the symbol, when libcuda has none.
-template <class F>
-bool load_symbol(void* lib, const char* name, F& out, std::string& error) {
-  return runtime::load_symbol(lib, "libcuda", name, out, error);
-}
 
 // Wraps a driver result into a Status naming the call.
 Status check(CUresult result, const char* what);

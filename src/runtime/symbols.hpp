@@ -1,4 +1,4 @@
-// Entry points of a library opened at run time (dlopen): libcuda (runtime/driver.cpp, tools/testing) and NCCL
+// Entry points of a library opened at run time (dlopen): libcuda (runtime/driver.cpp) and NCCL
 // (runtime/nccl.cpp), so that rime links against neither.
 #pragma once
 
