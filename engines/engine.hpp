@@ -39,20 +39,31 @@ struct TileGeometry {
   int split_ctas_per_sm = 0;
 };
 
-// The caller's device memory for one execute: buffers by tensor uid (check_bindings has verified them) and the
+// The caller's buffer of each role for one execute, nullptr where the graph leaves the role empty (or the caller
+// bound none: check_bindings refuses that before a launch). The uid map of the public API is resolved into it once
+// per execute, so that a pass of the prefill ring moves a few roles in a copy on the stack, not in a copy of the map.
+using RoleBuffers = std::array<void*, kRoleCount>;
+
+inline RoleBuffers role_buffers(const Facts& facts, const std::unordered_map<int64_t, void*>& by_uid) {
+  RoleBuffers out{};
+  for (size_t r = 0; r < out.size(); ++r) {
+    const TensorFacts& t = facts.tensors[r];
+    if (!t.bound) continue;
+    auto it = by_uid.find(t.uid);
+    if (it != by_uid.end()) out[r] = it->second;
+  }
+  return out;
+}
+
+// The caller's device memory for one execute: the buffer of each role (check_bindings has verified them) and the
 // workspace.
 struct Bindings {
-  const std::unordered_map<int64_t, void*>& buffers;
+  const RoleBuffers& buffers;
   void* workspace = nullptr;
   // This execute's K/V extent (ExecuteOptions::kv_extent, checked by the plan), or nullptr: the graph's.
   const KvExtent* kv = nullptr;
   // The buffer bound to a role, or nullptr when the graph leaves the role empty.
-  void* of(const Facts& facts, Role role) const {
-    const TensorFacts& t = facts.operand(role);
-    if (!t.bound) return nullptr;
-    auto it = buffers.find(t.uid);
-    return it == buffers.end() ? nullptr : it->second;
-  }
+  void* of(Role role) const { return buffers[static_cast<size_t>(role)]; }
   // The workspace region `name` of the plan, or nullptr when it has none.
   void* region(const Derived& derived, const std::string& name) const {
     const WorkspaceRegion* r = derived.region(name);

@@ -68,7 +68,7 @@ TEST_CASE("a context-parallel plan writes its rank's partial slots and combines 
     CHECK(lse->bytes == slots * rows * 4);
 
     // Rank 1 writes slots [split, 2 split); the combine reads all 2 x split.
-    std::unordered_map<int64_t, void*> buffers;
+    const engines::RoleBuffers buffers{};
     char* ws = reinterpret_cast<char*>(uintptr_t{1} << 40);
     const engines::Bindings b{buffers, ws};
     const SdpaParams p = engines::sdpa_params(plan->facts(), c, b);

@@ -61,7 +61,7 @@ TEST_CASE("a capacity plan's parameters over fewer keys are those of a plan for 
   const int64_t capacity = 4096, length = 2311;
   const Planned cap = planned(decode(capacity));
   const Planned actual = planned(decode(length));
-  std::unordered_map<int64_t, void*> buffers;
+  const engines::RoleBuffers buffers{};
   const KvExtent kv{length, {2 * length * 128, length * 128, 128, 1}, {2 * length * 128, length * 128, 128, 1}};
   char* ws = reinterpret_cast<char*>(uintptr_t{1} << 40);
   const SdpaParams with = engines::sdpa_params(cap.facts, cap.config, engines::Bindings{buffers, ws, &kv});

@@ -109,29 +109,29 @@ void plane_dims(const TensorFacts& t, int& rows, int& cols) {
 
 SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   SdpaParams p{};
-  p.q = b.of(f, Role::Q);
-  p.k = b.of(f, Role::K);
-  p.v = b.of(f, Role::V);
-  p.o = b.of(f, Role::O);
-  p.stats = static_cast<float*>(b.of(f, Role::Stats));
-  p.amax_o = static_cast<float*>(b.of(f, Role::AmaxO));
-  p.amax_s = static_cast<float*>(b.of(f, Role::AmaxS));
-  p.sink = static_cast<const float*>(b.of(f, Role::Sink));
-  p.seq_len_q = static_cast<const int*>(b.of(f, Role::SeqLenQ));
-  p.seq_len_kv = static_cast<const int*>(b.of(f, Role::SeqLenKv));
-  p.page_table = static_cast<const int*>(b.of(f, Role::PageTable));
-  p.cu_seqlens_q = static_cast<const int*>(b.of(f, Role::CuSeqlensQ));
-  p.cu_seqlens_kv = static_cast<const int*>(b.of(f, Role::CuSeqlensKv));
-  p.seq_start_q = static_cast<const int*>(b.of(f, Role::SeqStartQ));
-  p.seq_start_kv = static_cast<const int*>(b.of(f, Role::SeqStartKv));
+  p.q = b.of(Role::Q);
+  p.k = b.of(Role::K);
+  p.v = b.of(Role::V);
+  p.o = b.of(Role::O);
+  p.stats = static_cast<float*>(b.of(Role::Stats));
+  p.amax_o = static_cast<float*>(b.of(Role::AmaxO));
+  p.amax_s = static_cast<float*>(b.of(Role::AmaxS));
+  p.sink = static_cast<const float*>(b.of(Role::Sink));
+  p.seq_len_q = static_cast<const int*>(b.of(Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(b.of(Role::SeqLenKv));
+  p.page_table = static_cast<const int*>(b.of(Role::PageTable));
+  p.cu_seqlens_q = static_cast<const int*>(b.of(Role::CuSeqlensQ));
+  p.cu_seqlens_kv = static_cast<const int*>(b.of(Role::CuSeqlensKv));
+  p.seq_start_q = static_cast<const int*>(b.of(Role::SeqStartQ));
+  p.seq_start_kv = static_cast<const int*>(b.of(Role::SeqStartKv));
   p.logit_softcap = f.logit_softcap;
   if (f.paged) {
     p.page_table_stride = f.operand(Role::PageTable).strides[0];
     p.page_size_log2 = page_size_log2(f.page_size);
   }
-  p.descale_q = static_cast<const float*>(b.of(f, Role::DescaleQ));
-  p.descale_k = static_cast<const float*>(b.of(f, Role::DescaleK));
-  p.descale_v = static_cast<const float*>(b.of(f, Role::DescaleV));
+  p.descale_q = static_cast<const float*>(b.of(Role::DescaleQ));
+  p.descale_k = static_cast<const float*>(b.of(Role::DescaleK));
+  p.descale_v = static_cast<const float*>(b.of(Role::DescaleV));
   auto descale_strides = [&](Role role, int (&stride)[2]) {
     const TensorFacts& d = f.operand(role);
     for (int i = 0; i < 2; ++i) stride[i] = d.bound && d.dims[i] > 1 ? static_cast<int>(d.strides[i]) : 0;
@@ -139,7 +139,7 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   descale_strides(Role::DescaleQ, p.descale_q_stride);
   descale_strides(Role::DescaleK, p.descale_k_stride);
   descale_strides(Role::DescaleV, p.descale_v_stride);
-  p.scale_o = static_cast<const float*>(b.of(f, Role::ScaleO));
+  p.scale_o = static_cast<const float*>(b.of(Role::ScaleO));
   p.o_partial = static_cast<float*>(b.region(c.derived, "o_partial"));
   p.lse_partial = static_cast<float*>(b.region(c.derived, "lse_partial"));
   if (f.context_parallel.world > 0 && p.o_partial) {  // this rank's slots of the gathered partials
@@ -147,13 +147,13 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
     p.o_partial += slot0 * rows * f.D_v;
     p.lse_partial += slot0 * rows;
   }
-  p.sf_o = static_cast<unsigned char*>(b.of(f, Role::SfO));
+  p.sf_o = static_cast<unsigned char*>(b.of(Role::SfO));
   p.sf_layout = f.sf_o_layout == SfLayout::TokenMajor ? 1 : 0;
   p.sf_rows = static_cast<int>(f.sf_o_rows);
   p.sf_cols = static_cast<int>(f.sf_o_cols);
-  p.sf_q = static_cast<const unsigned char*>(b.of(f, Role::SfQ));
-  p.sf_k = static_cast<const unsigned char*>(b.of(f, Role::SfK));
-  p.sf_v = static_cast<const unsigned char*>(b.of(f, Role::SfV));
+  p.sf_q = static_cast<const unsigned char*>(b.of(Role::SfQ));
+  p.sf_k = static_cast<const unsigned char*>(b.of(Role::SfK));
+  p.sf_v = static_cast<const unsigned char*>(b.of(Role::SfV));
   plane_dims(f.operand(Role::SfQ), p.sf_q_rows, p.sf_q_cols);
   plane_dims(f.operand(Role::SfK), p.sf_k_rows, p.sf_k_cols);
   plane_dims(f.operand(Role::SfV), p.sf_v_rows, p.sf_v_cols);

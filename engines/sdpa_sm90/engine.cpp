@@ -274,9 +274,9 @@ class SdpaSm90 final : public Engine {
     // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
     // than a tile); the kernel issues a tile's boxes from its page ids.
     const int rows = f.paged ? static_cast<int>(std::min<int64_t>(f.page_size, c.decision.tile.kv)) : c.decision.tile.kv;
-    Status s = encode_map(w.k_map, f.k(), b.kv, false, b.of(f, Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
+    Status s = encode_map(w.k_map, f.k(), b.kv, false, b.of(Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
     if (!s.ok()) return s;
-    s = encode_map(w.v_map, f.v(), b.kv, true, b.of(f, Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
+    s = encode_map(w.v_map, f.v(), b.kv, true, b.of(Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");
     if (!s.ok()) return s;
     static_assert(sizeof(SdpaSm90Params) <= kMaxParamBytes, "the parameter block fits its ParamBlock");
     std::memcpy(out[0].bytes, &w, sizeof(w));

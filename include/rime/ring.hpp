@@ -59,7 +59,7 @@ class RingPlan {
   // Runs the ring on `stream`: every rank of the communicator must execute for the step, one execute at a time
   // per RingPlan (the transfer stream and events are the plan's). `buffers` maps every tensor uid of the local
   // graph to device memory; K and V must each be one block without gaps (their bytes are sent as one). No device
-  // allocation, no synchronisation; on the host it copies the buffer map once per pass.
+  // allocation, no host allocation, no synchronisation.
   Status execute(const std::unordered_map<int64_t, void*>& buffers, void* workspace, void* stream) const;
 
   // The K/V transfers of the last execute, once it has finished (the caller synchronized its stream; CudaError

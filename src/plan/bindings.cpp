@@ -31,7 +31,7 @@ Status check_kv_extent(const Facts& f, const KvExtent& kv) {
   return Status::success();
 }
 
-Status check_bindings(const Facts& f, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
+Status check_bindings(const Facts& f, const engines::RoleBuffers& buffers, const void* workspace,
                       int64_t workspace_bytes, const KvExtent* kv) {
   auto bad = [](std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); };
   if (workspace_bytes > 0 && !workspace) return bad(fmt::format("the plan needs a workspace of {} bytes", workspace_bytes));
@@ -42,16 +42,17 @@ Status check_bindings(const Facts& f, const std::unordered_map<int64_t, void*>& 
   for (int r = 0; r < kRoleCount; ++r) {
     const TensorFacts& t = f.tensors[static_cast<size_t>(r)];
     if (!t.bound) continue;
-    auto it = buffers.find(t.uid);
-    if (it == buffers.end() || !it->second) return bad(fmt::format("no buffer bound for {} (uid {})", t.name, t.uid));
+    void* p = buffers[static_cast<size_t>(r)];
+    if (!p) return bad(fmt::format("no buffer bound for {} (uid {})", t.name, t.uid));
     // sf_o is 16-byte aligned whatever its shape (SPEC section 5): the F8_128x4 atoms are stored 16 bytes at once.
     const bool vector = (t.dims.size() == 4 && t.dims[3] > 1) || static_cast<Role>(r) == Role::SfO;
     const uintptr_t align = vector ? 16 : 4;
-    if (reinterpret_cast<uintptr_t>(it->second) % align != 0)
+    if (reinterpret_cast<uintptr_t>(p) % align != 0)
       return bad(fmt::format("buffer for {} (uid {}) is not {}-byte aligned", t.name, t.uid, align));
   }
-  auto range = [&](const TensorFacts& t) {
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(buffers.find(t.uid)->second);
+  auto range = [&](int r) {  // the bytes role r's buffer spans
+    const TensorFacts& t = f.tensors[static_cast<size_t>(r)];
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(buffers[static_cast<size_t>(r)]);
     int64_t bytes = t.storage_bytes;
     if (kv && (&t == &f.k() || &t == &f.v())) {  // the span of this execute's K or V: its length, its strides
       const std::array<int64_t, 4>& s = &t == &f.k() ? kv->k_strides : kv->v_strides;
@@ -65,11 +66,11 @@ Status check_bindings(const Facts& f, const std::unordered_map<int64_t, void*>& 
   for (int r = 0; r < kRoleCount; ++r) {
     const TensorFacts& out = f.tensors[static_cast<size_t>(r)];
     if (!out.bound || !is_output_role(static_cast<Role>(r))) continue;
-    const auto [olo, ohi] = range(out);
+    const auto [olo, ohi] = range(r);
     for (int q = 0; q < kRoleCount; ++q) {
       const TensorFacts& other = f.tensors[static_cast<size_t>(q)];
       if (q == r || !other.bound) continue;
-      const auto [lo, hi] = range(other);
+      const auto [lo, hi] = range(q);
       if (olo < hi && lo < ohi)
         return bad(fmt::format("the buffer of output {} (uid {}) overlaps the buffer of {} (uid {})", out.name,
                                out.uid, other.name, other.uid));
@@ -81,7 +82,7 @@ Status check_bindings(const Facts& f, const std::unordered_map<int64_t, void*>& 
     for (int r = 0; r < kRoleCount; ++r) {
       const TensorFacts& t = f.tensors[static_cast<size_t>(r)];
       if (!t.bound) continue;
-      const auto [lo, hi] = range(t);
+      const auto [lo, hi] = range(r);
       if (lo < whi && wlo < hi)
         return bad(fmt::format("the buffer of {} {} (uid {}) overlaps the workspace",
                                is_output_role(static_cast<Role>(r)) ? "output" : "input", t.name, t.uid));

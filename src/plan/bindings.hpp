@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "engine.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/plan.hpp"
 #include "rime/status.hpp"
@@ -17,8 +18,13 @@ namespace rime {
 // otherwise.
 // `kv`: this execute's K/V extent (ExecuteOptions::kv_extent, already checked by check_kv_extent), whose spans K and
 // V then are.
-Status check_bindings(const Facts& facts, const std::unordered_map<int64_t, void*>& buffers, const void* workspace,
+Status check_bindings(const Facts& facts, const engines::RoleBuffers& buffers, const void* workspace,
                       int64_t workspace_bytes, const KvExtent* kv = nullptr);
+// The same over the caller's uid map (Plan::execute's argument).
+inline Status check_bindings(const Facts& facts, const std::unordered_map<int64_t, void*>& buffers,
+                             const void* workspace, int64_t workspace_bytes, const KvExtent* kv = nullptr) {
+  return check_bindings(facts, engines::role_buffers(facts, buffers), workspace, workspace_bytes, kv);
+}
 
 // An execute's K/V extent against the plan's facts: dense K and V (not paged, ragged or context-parallel), a length
 // in [1, S_kv], D's stride 1, the other strides non-negative and, where the graph's K and V were 16-byte aligned, so

@@ -45,7 +45,7 @@ int32_t read_int(const driver::Api* api, const void* base, int64_t index) {
 
 }  // namespace
 
-Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered_map<int64_t, void*>& buffers,
+Status check_indices(IndexChecker& checker, const Facts& f, const engines::RoleBuffers& buffers,
                      CUstream stream, CUcontext ctx, int64_t kv_length) {
   // Nothing to check without per-sequence lengths (paged K/V require them: validation).
   if (!f.mask.padding) return Status::success();
@@ -53,13 +53,13 @@ Status check_indices(IndexChecker& checker, const Facts& f, const std::unordered
   const driver::Api* api = driver::api();
   const engines::Bindings bindings{buffers};
   IndexCheckParams p{};
-  p.seq_len_q = static_cast<const int*>(bindings.of(f, Role::SeqLenQ));
-  p.seq_len_kv = static_cast<const int*>(bindings.of(f, Role::SeqLenKv));
-  p.cu_seqlens_q = static_cast<const int*>(bindings.of(f, Role::CuSeqlensQ));
-  p.cu_seqlens_kv = static_cast<const int*>(bindings.of(f, Role::CuSeqlensKv));
-  p.page_table = static_cast<const int*>(bindings.of(f, Role::PageTable));
-  p.seq_start_q = static_cast<const int*>(bindings.of(f, Role::SeqStartQ));
-  p.seq_start_kv = static_cast<const int*>(bindings.of(f, Role::SeqStartKv));
+  p.seq_len_q = static_cast<const int*>(bindings.of(Role::SeqLenQ));
+  p.seq_len_kv = static_cast<const int*>(bindings.of(Role::SeqLenKv));
+  p.cu_seqlens_q = static_cast<const int*>(bindings.of(Role::CuSeqlensQ));
+  p.cu_seqlens_kv = static_cast<const int*>(bindings.of(Role::CuSeqlensKv));
+  p.page_table = static_cast<const int*>(bindings.of(Role::PageTable));
+  p.seq_start_q = static_cast<const int*>(bindings.of(Role::SeqStartQ));
+  p.seq_start_kv = static_cast<const int*>(bindings.of(Role::SeqStartKv));
   p.B = static_cast<int>(f.B);
   p.S_q = static_cast<int>(f.S_q);
   p.S_kv = static_cast<int>(kv_length);

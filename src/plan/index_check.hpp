@@ -2,8 +2,8 @@
 #pragma once
 
 #include <mutex>
-#include <unordered_map>
 
+#include "engine.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/status.hpp"
 #include "runtime/driver.hpp"
@@ -22,7 +22,7 @@ struct IndexChecker {
 // capturable in a CUDA graph. InvalidArgument naming the first bad entry, its value and its bound. The check kernel
 // is loaded into `ctx`, the plan's context, which the caller has made current. `kv_length`: the keys K and V hold in
 // this execute (the graph's S_kv, or ExecuteOptions::kv_extent's length).
-Status check_indices(IndexChecker& checker, const Facts& facts, const std::unordered_map<int64_t, void*>& buffers,
+Status check_indices(IndexChecker& checker, const Facts& facts, const engines::RoleBuffers& buffers,
                      CUstream stream, CUcontext ctx, int64_t kv_length);
 
 }  // namespace rime

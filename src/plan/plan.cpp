@@ -360,8 +360,7 @@ namespace {
 
 // Launches stages [first, end) of a prepared plan (execute, PlanInternals::launch_stages). allow_programmatic: a
 // stage after `first` may launch as a programmatic dependent of the one before.
-Status launch(const Plan::State& s, const std::unordered_map<int64_t, void*>& buffers, void* workspace,
-              CUstream cu_stream, int first, int end, bool allow_programmatic, const KvExtent* kv = nullptr) {
+Status launch(const Plan::State& s, const engines::RoleBuffers& buffers, void* workspace, CUstream cu_stream, int first, int end, bool allow_programmatic, const KvExtent* kv = nullptr) {
   const driver::Api* api = driver::api();
   engines::StageParams params;  // storage on the stack: the launch copies each block at the call
   RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace, kv}, params));
@@ -420,25 +419,24 @@ Status Plan::execute(const std::unordered_map<int64_t, void*>& buffers, void* wo
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");
   const KvExtent* kv = options.kv_extent ? &*options.kv_extent : nullptr;
   if (kv) RIME_RETURN_IF_ERROR(check_kv_extent(s.facts, *kv));
-  RIME_RETURN_IF_ERROR(check_bindings(s.facts, buffers, workspace, s.config.derived.workspace_bytes, kv));
+  const engines::RoleBuffers by_role = engines::role_buffers(s.facts, buffers);
+  RIME_RETURN_IF_ERROR(check_bindings(s.facts, by_role, workspace, s.config.derived.workspace_bytes, kv));
   const driver::Api* api = driver::api();
   const driver::ScopedContext in_ctx(s.context);
   RIME_RETURN_IF_ERROR(in_ctx.status());
   CUstream cu_stream = static_cast<CUstream>(stream);
   if (options.check_indices)
-    RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, buffers, cu_stream, s.context, kv ? kv->length : s.facts.S_kv));
+    RIME_RETURN_IF_ERROR(check_indices(s.checker, s.facts, by_role, cu_stream, s.context, kv ? kv->length : s.facts.S_kv));
   for (Role r : {Role::AmaxO, Role::AmaxS}) {
-    if (const TensorFacts& t = s.facts.operand(r); t.bound) {
-      RIME_RETURN_IF_ERROR(driver::check(
-          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffers.find(t.uid)->second), 0, 1, cu_stream),
-          "cuMemsetD32Async(Amax)"));
-    }
+    if (void* amax = by_role[static_cast<size_t>(r)])
+      RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(amax), 0, 1, cu_stream),
+                                         "cuMemsetD32Async(Amax)"));
   }
-  return launch(s, buffers, workspace, cu_stream, 0, static_cast<int>(s.config.derived.stages.size()), true, kv);
+  return launch(s, by_role, workspace, cu_stream, 0, static_cast<int>(s.config.derived.stages.size()), true, kv);
 }
 
-Status PlanInternals::launch_stages(const Plan& plan, const std::unordered_map<int64_t, void*>& buffers,
-                                    void* workspace, CUstream stream, int first, int end) {
+Status PlanInternals::launch_stages(const Plan& plan, const engines::RoleBuffers& buffers, void* workspace,
+                                    CUstream stream, int first, int end) {
   const Plan::State& s = *plan.state_;
   if (!s.prepared)
     return Status(StatusCode::CudaError, "plan is not loaded on a GPU (Plan::prepare() failed or was not run)");

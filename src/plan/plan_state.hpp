@@ -56,8 +56,8 @@ struct PlanInternals {
   // Launches stages [first, end) of a prepared plan on `stream`, its buffers and workspace checked as execute checks
   // them; no Amax zeroing and no collective (the caller orders what the stages need). Every stage launches plainly
   // (no programmatic dependent launch): the caller's previous work on the stream may be another plan's.
-  static Status launch_stages(const Plan& plan, const std::unordered_map<int64_t, void*>& buffers, void* workspace,
-                              CUstream stream, int first, int end);
+  static Status launch_stages(const Plan& plan, const engines::RoleBuffers& buffers, void* workspace, CUstream stream,
+                              int first, int end);
 };
 
 }  // namespace rime

@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 #include <utility>
 
 #include "log/log.hpp"
 #include "plan/explain.hpp"
+#include "plan/bindings.hpp"
 #include "plan/context_parallel.hpp"
 #include "plan/plan_state.hpp"
 #include "plan/ring_internal.hpp"
@@ -135,8 +137,8 @@ struct RingPlan::State {
   std::vector<context_parallel::RingPass> schedule;
   std::map<PassKey, Plan> passes;
   int combine_stage = 0;  // the pass plans' first combine stage
-  // Per sequence tensor: bytes from its chunk 0 to its chunk 1 (C rows of dims[2]).
-  std::map<int64_t, int64_t> chunk_bytes;  // by uid
+  // Per sequence tensor, by role: bytes from its chunk 0 to its chunk 1 (C rows of dims[2]).
+  std::array<int64_t, kRoleCount> chunk_bytes{};
   int64_t k_bytes = 0, v_bytes = 0;        // K's and V's storage, as sent
   int64_t kv_offset[2] = {0, 0};           // the held K/V buffers in the workspace (world > 1); V after K
   int64_t partial_offset[2] = {0, 0};      // each Q chunk's pass workspace
@@ -224,7 +226,7 @@ Result<RingPlan> RingPlan::build(const Graph& local, const ContextParallel& cp, 
 
   for (Role r : {Role::Q, Role::O, Role::Stats, Role::K, Role::V}) {
     const TensorFacts& t = f.operand(r);
-    if (t.bound) s.chunk_bytes[t.uid] = s.chunk * t.strides[2] * bits_of(t.dtype) / 8;
+    if (t.bound) s.chunk_bytes[static_cast<size_t>(r)] = s.chunk * t.strides[2] * bits_of(t.dtype) / 8;
   }
   s.k_bytes = extent_elements(f.operand(Role::K)) * bits_of(f.operand(Role::K).dtype) / 8;
   s.v_bytes = extent_elements(f.operand(Role::V)) * bits_of(f.operand(Role::V).dtype) / 8;
@@ -376,12 +378,11 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   if (!s.prepared)
     return Status(StatusCode::CudaError, "ring plan is not loaded on a GPU (RingPlan::prepare() failed or was not run)");
   const Facts& f = s.facts;
-  for (const TensorFacts& t : f.tensors)
-    if (t.bound && !buffers.count(t.uid))
-      return Status(StatusCode::InvalidArgument, fmt::format("ring: no buffer for tensor {} (uid {})", t.name, t.uid));
-  if (s.workspace_bytes > 0 && !workspace)
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("ring: the workspace is null and {} bytes are needed", s.workspace_bytes));
+  const engines::RoleBuffers by_role = engines::role_buffers(f, buffers);
+  // The plan's checks of the caller's buffers, over the local graph and the ring's workspace (each pass then checks
+  // its chunks of them).
+  if (Status bound = check_bindings(f, by_role, workspace, s.workspace_bytes); !bound.ok())
+    return Status(bound.code(), "ring: " + bound.message());
   const driver::Api* api = driver::api();
   const driver::ScopedContext in_ctx(s.context);
   RIME_RETURN_IF_ERROR(in_ctx.status());
@@ -392,27 +393,28 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
 
   // Amax_O is a max over both Q chunks' combines; every slot no pass writes (a step whose K/V chunks are all after
   // the Q chunk) holds LSE -inf, which the combine weighs 0.
-  if (const TensorFacts& a = f.operand(Role::AmaxO); a.bound)
-    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(buffers.at(a.uid)), 0, 1, st), "cuMemsetD32Async(Amax_O)"));
+  if (void* amax = by_role[static_cast<size_t>(Role::AmaxO)])
+    RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(amax), 0, 1, st), "cuMemsetD32Async(Amax_O)"));
   for (int c = 0; c < 2; ++c)
     RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(ws + s.partial_offset[c] + s.lse_offset), 0xff800000u,
                                                              static_cast<size_t>(s.lse_count), st),
                                        "cuMemsetD32Async(LSE slots)"));
 
   const int world = s.cp.world;
-  const int64_t k_uid = f.operand(Role::K).uid, v_uid = f.operand(Role::V).uid;
-  auto held = [&](int step, int64_t uid) -> void* {  // the K or V this rank holds at `step`
-    if (step == 0) return buffers.at(uid);
+  auto held = [&](int step, Role kv) -> void* {  // the K or V this rank holds at `step`
+    if (step == 0) return by_role[static_cast<size_t>(kv)];
     char* b = ws + s.kv_offset[(step - 1) % 2];
-    return uid == k_uid ? b : b + aligned(s.k_bytes);
+    return kv == Role::K ? b : b + aligned(s.k_bytes);
   };
   // A pass's (or a combine's) buffers: the sequence tensors moved to their chunk (K and V to the first it reads).
+  // A copy of the role array on the stack: execute allocates nothing on the host (rime/ring.hpp).
   auto chunk_buffers = [&](int q_local, void* k, void* v, int kv_local) {
-    std::unordered_map<int64_t, void*> b = buffers;
+    engines::RoleBuffers b = by_role;
     for (Role r : kQSide)
-      if (const TensorFacts& t = f.operand(r); t.bound) b[t.uid] = at(buffers.at(t.uid), q_local * s.chunk_bytes.at(t.uid));
-    b[k_uid] = at(k, kv_local * s.chunk_bytes.at(k_uid));
-    b[v_uid] = at(v, kv_local * s.chunk_bytes.at(v_uid));
+      if (f.operand(r).bound)
+        b[static_cast<size_t>(r)] = at(by_role[static_cast<size_t>(r)], q_local * s.chunk_bytes[static_cast<size_t>(r)]);
+    b[static_cast<size_t>(Role::K)] = at(k, kv_local * s.chunk_bytes[static_cast<size_t>(Role::K)]);
+    b[static_cast<size_t>(Role::V)] = at(v, kv_local * s.chunk_bytes[static_cast<size_t>(Role::V)]);
     return b;
   };
   const auto chunks = context_parallel::zigzag_chunks(s.cp.rank, world);
@@ -423,8 +425,8 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   }
   size_t next = 0;  // the schedule's next pass
   for (int t = 0; t < world; ++t) {
-    void* k = held(t, k_uid);
-    void* v = held(t, v_uid);
+    void* k = held(t, Role::K);
+    void* v = held(t, Role::V);
     if (t + 1 < world) {
       // The receive overwrites the buffer step t - 1 read: after its passes.
       if (t >= 2) RIME_RETURN_IF_ERROR(driver::check(api->cuStreamWaitEvent(s.transfer, s.computed[t - 1], 0), "cuStreamWaitEvent"));
@@ -449,7 +451,7 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   const Plan& plan = s.passes.begin()->second;
   for (int c = 0; c < 2; ++c) {
     const int stages = static_cast<int>(plan.config().derived.stages.size());
-    RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(c, buffers.at(k_uid), buffers.at(v_uid), 0),
+    RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(c, by_role[static_cast<size_t>(Role::K)], by_role[static_cast<size_t>(Role::V)], 0),
                                                       ws + s.partial_offset[c], st, s.combine_stage, stages));
   }
   return Status::success();

@@ -137,6 +137,10 @@ std::pair<testing::TrialReport, testing::TrialReport> run_ring(const RingCase& c
     else
       REQUIRE(RingInternals::prepare_without_communicator(ring.value(), ordinal.value()).ok());
     const LocalTransport transport(all_k, all_v, r);
+    // The caller's buffers are checked as a plan's are, before anything is sent or launched.
+    const Status unbound = RingInternals::execute(ring.value(), {}, nullptr, nullptr, transport);
+    CHECK(unbound.code() == StatusCode::InvalidArgument);
+    CHECK(unbound.message().rfind("ring: no buffer bound for Q", 0) == 0);
     testing::TrialOptions run;
     run.check = false;
     Result<testing::TrialReport> rank_run = testing::run_trial(
