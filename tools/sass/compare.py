@@ -4,8 +4,10 @@
   tools/sass/compare.py TREE_A TREE_B --ws 'e4m3, e4m3, 128, 128, stats | mask, two_consumers' [--ws ...]
                         [--inst HEADER:INSTANTIATION ...] [--specs FILE] [--param-shift REGEX:FROM:DELTA ...] [--ptx]
 
-Each tree's engines/ is compiled by nvcc for sm_90a (-cubin, -Xptxas -v), one translation unit of explicit
-instantiations per tree, and disassembled by nvdisasm. Per kernel it prints the instruction count of each tree, how
+Each tree's engines/ is compiled by nvcc for sm_90a (-cubin, -Xptxas -v), one translation unit per kernel as NVRTC
+compiles a plan's kernel (`--batch N`: N explicit instantiations a unit, faster; a kernel's code can then depend on
+the others in its unit: 2 of 489 paged kernels differed in one unit of 489 and matched alone), `--jobs` units at
+once, and disassembled by nvdisasm. Per kernel it prints the instruction count of each tree, how
 many instruction lines differ (addresses and branch-label numbers removed; the whole kernel, however long), and
 ptxas's spill bytes.
 
@@ -30,6 +32,7 @@ nvdisasm: $NVDISASM, else on PATH, else /usr/local/cuda/bin. This machine's tool
 it); the `nvidia-cuda-nvdisasm` wheel on PyPI holds one (unzip the wheel, nvidia/cu13/bin/nvdisasm).
 """
 import argparse
+import concurrent.futures
 import difflib
 import os
 import re
@@ -98,7 +101,8 @@ def find_nvdisasm():
     sys.exit("compare.py: no nvdisasm (set NVDISASM; see the docstring for where to get one)")
 
 
-def compile_tree(tree, headers, insts, workdir, tag, ptx=False):
+def compile_unit(tree, headers, insts, workdir, tag, ptx=False):
+    """One translation unit of explicit instantiations: (output path, {kernel: (spill stores, spill loads)})."""
     kernel, params, combine = tree_names(tree)
     src = os.path.join(workdir, f"{tag}.cu")
     with open(src, "w") as f:
@@ -124,6 +128,21 @@ def compile_tree(tree, headers, insts, workdir, tag, ptx=False):
         if m and current:
             spills[canonical_name(current)] = (int(m.group(1)), int(m.group(2)))
     return cubin, spills
+
+
+def compile_tree(tree, units, workdir, tag, jobs, read, ptx=False):
+    """Every unit of (headers, instantiations) of one tree compiled, `jobs` at once, and read by `read` (the
+    disassembler or the PTX reader): ({kernel: lines}, {kernel: spills})."""
+    def one(n):
+        headers, insts = units[n]
+        out, spills = compile_unit(tree, headers, insts, workdir, f"{tag}{n}", ptx)
+        return read(out), spills
+    kernels, spills = {}, {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for k, sp in pool.map(one, range(len(units))):
+            kernels.update(k)
+            spills.update(sp)
+    return kernels, spills
 
 
 def disassemble(nvdisasm, cubin, shifts=()):
@@ -180,8 +199,10 @@ def main():
                     help="add DELTA to constant-bank offsets >= FROM in TREE_A's kernels matching REGEX")
     ap.add_argument("--dump", metavar="DIR", help="also write each kernel's SASS lines (as compared) to DIR/NAME.a / .b")
     ap.add_argument("--ptx", action="store_true", help="compare the PTX (no ptxas, no nvdisasm)")
+    ap.add_argument("--batch", type=int, default=1, help="kernels per translation unit (1: as NVRTC compiles them)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="translation units compiled at once")
     a = ap.parse_args()
-    headers = [WS_HEADER] if a.ws else []
+    headers = [WS_HEADER] * len(a.ws)  # one per instantiation
     insts = [f"rime_dev::@SM90_KERNEL@<{numeric_args(w)}>(const __grid_constant__ @SM90_PARAMS@)" for w in a.ws]
     for spec in a.inst:
         header, _, inst = spec.partition(":")
@@ -197,16 +218,18 @@ def main():
     shifts = [tuple(x.rsplit(":", 2)) for x in a.param_shift]
     if not insts:
         ap.error("name at least one kernel (--ws or --inst)")
+    pairs = list(zip(headers, insts))  # a unit includes the headers of its own kernels
+    batch = max(1, a.batch)
+    units = [([h for h, _ in pairs[i:i + batch]], [x for _, x in pairs[i:i + batch]]) for i in range(0, len(pairs), batch)]
+    jobs = max(1, a.jobs)
     with tempfile.TemporaryDirectory() as work:
         if a.ptx:
-            ptx_a, spills_a = compile_tree(a.tree_a, headers, insts, work, "a", ptx=True)
-            ptx_b, spills_b = compile_tree(a.tree_b, headers, insts, work, "b", ptx=True)
-            sass_a, sass_b = ptx_kernels(ptx_a), ptx_kernels(ptx_b)
+            sass_a, spills_a = compile_tree(a.tree_a, units, work, "a", jobs, ptx_kernels, ptx=True)
+            sass_b, spills_b = compile_tree(a.tree_b, units, work, "b", jobs, ptx_kernels, ptx=True)
         else:
             nvdisasm = find_nvdisasm()
-            cubin_a, spills_a = compile_tree(a.tree_a, headers, insts, work, "a")
-            cubin_b, spills_b = compile_tree(a.tree_b, headers, insts, work, "b")
-            sass_a, sass_b = disassemble(nvdisasm, cubin_a, shifts), disassemble(nvdisasm, cubin_b)
+            sass_a, spills_a = compile_tree(a.tree_a, units, work, "a", jobs, lambda c: disassemble(nvdisasm, c, shifts))
+            sass_b, spills_b = compile_tree(a.tree_b, units, work, "b", jobs, lambda c: disassemble(nvdisasm, c))
     differ = 0
     print(f"{'kernel':<90} {'A instr':>8} {'B instr':>8} {'differ':>7}  spill st/ld A -> B")
     for name in sorted(set(sass_a) | set(sass_b)):
