@@ -84,6 +84,48 @@ TEST_CASE("execute's buffer checks: missing, misaligned and overlapping buffers"
   }
 }
 
+TEST_CASE("execute's buffer checks at their edges: adjacent buffers, no workspace, [.., 1] tensors", "[plan]") {
+  Result<Graph> g = load_graph_file(test::example_path("fp8_decode_gqa"));
+  REQUIRE(g.ok());
+  const Facts f = analyze(g.value(), DeviceDesc::h200()).value();
+  std::unordered_map<int64_t, void*> buffers;
+  void* ws = reinterpret_cast<void*>(fake_buffers(g.value(), buffers));
+  REQUIRE(check_bindings(f, buffers, ws, 4096).ok());
+  auto at = [](void* p, int64_t bytes) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + bytes); };
+  const int64_t q = g->operand(Role::Q)->uid, o = g->operand(Role::O)->uid, stats = g->operand(Role::Stats)->uid;
+  const int64_t q_bytes = f.operand(Role::Q).storage_bytes, o_bytes = f.o().storage_bytes;
+
+  // Adjacent is not overlapping: an output may start where an input ends, and an input where an output ends.
+  auto o_after_q = buffers;
+  o_after_q[o] = at(buffers[q], q_bytes);
+  CHECK(check_bindings(f, o_after_q, ws, 4096).ok());
+  o_after_q[o] = at(buffers[q], q_bytes - 16);
+  CHECK(check_bindings(f, o_after_q, ws, 4096).message().find("the buffer of output O (uid 10) overlaps the buffer "
+                                                               "of Q (uid 1)") != std::string::npos);
+  auto q_after_o = buffers;
+  q_after_o[q] = at(buffers[o], o_bytes);
+  CHECK(check_bindings(f, q_after_o, ws, 4096).ok());
+  // The same for the workspace, on either side of it.
+  auto o_before_ws = buffers;
+  o_before_ws[o] = at(ws, -o_bytes);
+  CHECK(check_bindings(f, o_before_ws, ws, 4096).ok());
+  o_before_ws[o] = at(ws, 4096);
+  CHECK(check_bindings(f, o_before_ws, ws, 4096).ok());
+  o_before_ws[o] = at(ws, 4096 - 16);
+  CHECK(check_bindings(f, o_before_ws, ws, 4096).message().find("overlaps the workspace") != std::string::npos);
+
+  // A plan without a workspace reads nothing at the workspace pointer: not its alignment, not where it points.
+  CHECK(check_bindings(f, buffers, at(buffers[q], 8), 0).ok());
+
+  // [.., 1] tensors (Stats) are read and written 4 bytes at a time: 4-byte alignment is enough, 2 is not.
+  auto stats_at = buffers;
+  stats_at[stats] = at(buffers[stats], 4);
+  CHECK(check_bindings(f, stats_at, ws, 4096).ok());
+  stats_at[stats] = at(buffers[stats], 2);
+  CHECK(check_bindings(f, stats_at, ws, 4096).message() ==
+        fmt::format("buffer for Stats (uid {}) is not 4-byte aligned", stats));
+}
+
 TEST_CASE("a plan for a named GPU never falls back to another device", "[plan][device]") {
   Result<Graph> g = load_graph_file(test::example_path("fp8_prefill"));
   REQUIRE(g.ok());

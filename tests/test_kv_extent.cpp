@@ -2,6 +2,8 @@
 // keeps one plan): what execute checks of the extent, and the kernels' parameters it fills, which must be those of
 // a plan made for the actual length and strides in every field that depends on them (no GPU: the parameter blocks
 // are host data; fake addresses, never dereferenced).
+#include <fmt/format.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -21,8 +23,8 @@ using namespace rime;
 namespace {
 
 // A BF16 decode over a [B, H_kv, S_kv, D] cache (as transformers holds K and V), per-sequence key lengths,
-// bottom-right causal.
-Graph decode(int64_t s_kv) {
+// bottom-right causal; `stats`: with a Stats output (4-byte aligned, so its placement is checked 4 bytes at a time).
+Graph decode(int64_t s_kv, bool stats = false) {
   Graph g("decode");
   test::TensorAdder add{g};
   const int64_t B = 2, H_q = 8, H_kv = 2, D = 128;
@@ -33,7 +35,9 @@ Graph decode(int64_t s_kv) {
   io.o = add("O", {B, H_q, 1, D}, DataType::BF16, true);
   io.seq_len_q = add("seq_len_q", {B}, DataType::INT32);
   io.seq_len_kv = add("seq_len_kv", {B}, DataType::INT32);
+  if (stats) io.stats = add("Stats", {B, H_q, 1, 1}, DataType::FP32, true);
   SdpaAttributes a;
+  a.generate_stats = stats;
   a.causal = true;
   a.alignment = DiagonalAlignment::BottomRight;
   a.padding_mask = true;
@@ -86,6 +90,11 @@ TEST_CASE("execute refuses a K/V extent the plan cannot read, naming the field",
   const std::array<int64_t, 4> dense = {2 * 100 * 128, 100 * 128, 128, 1};
   CHECK(check_kv_extent(p.facts, KvExtent{100, dense, dense}).ok());
   CHECK(check_kv_extent(p.facts, KvExtent{1024, {2 * 1024 * 128, 1024 * 128, 128, 1}, dense}).ok());
+  // The edges of what is taken: one key; a zero stride (every batch reads one cache); a dim of one element, whose
+  // stride is never stepped, need not be a multiple of 16 bytes.
+  CHECK(check_kv_extent(p.facts, KvExtent{1, {2 * 128, 128, 128, 1}, {2 * 128, 128, 128, 1}}).ok());
+  CHECK(check_kv_extent(p.facts, KvExtent{100, {0, 100 * 128, 128, 1}, dense}).ok());
+  CHECK(check_kv_extent(p.facts, KvExtent{1, {2 * 128, 128, 7, 1}, {2 * 128, 128, 7, 1}}).ok());
   struct Case {
     KvExtent kv;
     const char* message;
@@ -115,4 +124,31 @@ TEST_CASE("execute refuses a K/V extent the plan cannot read, naming the field",
   CHECK(check_bindings(p.facts, buffers, nullptr, 0).code() == StatusCode::InvalidArgument);
   const KvExtent kv{100, dense, dense};
   CHECK(check_bindings(p.facts, buffers, nullptr, 0, &kv).ok());
+}
+
+TEST_CASE("under a K/V extent, K's and V's spans are each their own strides' to their last key", "[plan][kv_extent]") {
+  const Planned p = planned(decode(1024, true));
+  // K dense for its 100 keys, V left in the capacity's layout: 102400 and 812032 bytes from their bases to the
+  // byte after their last key.
+  const KvExtent kv{100, {2 * 100 * 128, 100 * 128, 128, 1}, {2 * 1024 * 128, 1024 * 128, 128, 1}};
+  REQUIRE(check_kv_extent(p.facts, kv).ok());
+  std::unordered_map<int64_t, void*> buffers;
+  uintptr_t next = uintptr_t{1} << 40;
+  for (const TensorFacts& t : p.facts.tensors)
+    if (t.bound) buffers[t.uid] = reinterpret_cast<void*>(next), next += uintptr_t{1} << 20;
+  REQUIRE(check_bindings(p.facts, buffers, nullptr, 0, &kv).ok());
+  const uintptr_t k_base = reinterpret_cast<uintptr_t>(buffers[p.facts.k().uid]);
+  const uintptr_t v_base = reinterpret_cast<uintptr_t>(buffers[p.facts.v().uid]);
+  // Stats (an output, 4-byte aligned) right after each span is taken; 4 bytes earlier it overlaps the span's last
+  // key.
+  for (const auto& [name, end] : {std::pair{"K", k_base + 102400}, std::pair{"V", v_base + 812032}}) {
+    INFO(name);
+    auto placed = buffers;
+    placed[p.facts.operand(Role::Stats).uid] = reinterpret_cast<void*>(end);
+    CHECK(check_bindings(p.facts, placed, nullptr, 0, &kv).ok());
+    placed[p.facts.operand(Role::Stats).uid] = reinterpret_cast<void*>(end - 4);
+    const Status s = check_bindings(p.facts, placed, nullptr, 0, &kv);
+    CHECK(s.message().find(fmt::format("the buffer of output Stats (uid {}) overlaps the buffer of {}",
+                                       p.facts.operand(Role::Stats).uid, name)) != std::string::npos);
+  }
 }
