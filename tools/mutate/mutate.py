@@ -21,6 +21,8 @@ import argparse
 import pathlib
 import random
 import re
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -138,6 +140,14 @@ def main():
     if rc != 0:
         print("the unmutated tree does not build:\n" + out[-2000:])
         return 2
+    ctest = ["ctest", "--test-dir", args.build, *shlex.split(args.ctest_args)]
+    # A selection that runs no test would call every mutant a survivor.
+    rc, out, _ = run([*ctest, "-N"], args.timeout)
+    if rc != 0 or re.search(r"Total Tests: 0\b", out):
+        print(f"ctest {args.ctest_args} selects no test:\n{out[-2000:]}")
+        return 2
+    # Killed (SIGTERM) as when interrupted: the mutated file is restored before exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     killed, survived, unbuilt = [], [], []
     for k, (path, n, cls, new) in enumerate(candidates, 1):
         original = path.read_text()
@@ -151,7 +161,7 @@ def main():
                 unbuilt.append(where)
                 verdict = "does not build"
             else:
-                rc, out, test_s = run(["ctest", "--test-dir", args.build, *args.ctest_args.split()], args.timeout)
+                rc, out, test_s = run(ctest, args.timeout)
                 (killed if rc != 0 else survived).append(where)
                 verdict = f"{'killed' if rc != 0 else 'SURVIVED'} ({build_s:.0f} s build, {test_s:.0f} s tests)"
         finally:
