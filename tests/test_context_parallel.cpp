@@ -117,7 +117,32 @@ TEST_CASE("context-parallel options and masks a plan refuses, naming why", "[con
     CHECK(p.status().code() == StatusCode::InvalidArgument);
     CHECK(p.status().message().find(fmt::format("rank {} of world {}", rank, world)) != std::string::npos);
   }
-  // A causal mask over several query rows needs the keys' global positions.
+  // Masks that need the keys' global positions: a window or band, a causal mask over several query rows (either
+  // alignment), a top-left causal mask even over one row (its one key is the shard's first, not the sequence's).
+  struct MaskCase {
+    const char* example;
+    json attributes;
+    const char* message;
+  };
+  const MaskCase masks[] = {
+      {"fp8_decode_gqa", {{"causal", true}, {"alignment", "bottom_right"}, {"window_left", 64}},
+       "context_parallel: a window or band mask needs the keys' global positions"},
+      {"fp8_prefill", {{"causal", true}, {"alignment", "bottom_right"}},
+       "context_parallel: a bottom-right causal mask over S_q = 1024 query rows"},
+      {"fp8_decode_gqa", {{"causal", true}, {"alignment", "top_left"}},
+       "context_parallel: a top-left causal mask over S_q = 1 query rows"},
+  };
+  for (const MaskCase& m : masks) {
+    json doc = example_json(m.example);
+    for (const auto& [key, value] : m.attributes.items()) doc["op"]["attributes"][key] = value;
+    Result<Graph> masked = parse_graph_json(doc.dump());
+    REQUIRE(masked.ok());
+    Result<Plan> p = Plan::build(masked.value(), rank_of(0, 2));
+    INFO(m.message);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().code() == StatusCode::NotSupported);
+    CHECK(p.status().message().find(m.message) != std::string::npos);
+  }
   json prefill = example_json("fp8_prefill");
   prefill["op"]["attributes"]["causal"] = true;
   Result<Graph> g = parse_graph_json(prefill.dump());
