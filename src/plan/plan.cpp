@@ -360,7 +360,8 @@ namespace {
 
 // Launches stages [first, end) of a prepared plan (execute, PlanInternals::launch_stages). allow_programmatic: a
 // stage after `first` may launch as a programmatic dependent of the one before.
-Status launch(const Plan::State& s, const engines::RoleBuffers& buffers, void* workspace, CUstream cu_stream, int first, int end, bool allow_programmatic, const KvExtent* kv = nullptr) {
+Status launch(const Plan::State& s, const engines::RoleBuffers& buffers, void* workspace, CUstream cu_stream, int first,
+              int end, bool allow_programmatic, const KvExtent* kv = nullptr) {
   const driver::Api* api = driver::api();
   engines::StageParams params;  // storage on the stack: the launch copies each block at the call
   RIME_RETURN_IF_ERROR(s.engine->fill_params(s.facts, s.config, engines::Bindings{buffers, workspace, kv}, params));

@@ -26,6 +26,9 @@ namespace {
 constexpr int64_t kAlign = 256;
 int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+// A role's index in the per-role arrays (engines::RoleBuffers, State::chunk_bytes).
+constexpr size_t role_index(Role r) { return static_cast<size_t>(r); }
+
 // The tensors cut by sequence along dims[2]: Q, O and Stats by the rank's Q chunks, K and V by the K/V chunks held.
 constexpr Role kQSide[] = {Role::Q, Role::O, Role::Stats};
 constexpr Role kKvSide[] = {Role::K, Role::V};
@@ -226,7 +229,7 @@ Result<RingPlan> RingPlan::build(const Graph& local, const ContextParallel& cp, 
 
   for (Role r : {Role::Q, Role::O, Role::Stats, Role::K, Role::V}) {
     const TensorFacts& t = f.operand(r);
-    if (t.bound) s.chunk_bytes[static_cast<size_t>(r)] = s.chunk * t.strides[2] * bits_of(t.dtype) / 8;
+    if (t.bound) s.chunk_bytes[role_index(r)] = s.chunk * t.strides[2] * bits_of(t.dtype) / 8;
   }
   s.k_bytes = extent_elements(f.operand(Role::K)) * bits_of(f.operand(Role::K).dtype) / 8;
   s.v_bytes = extent_elements(f.operand(Role::V)) * bits_of(f.operand(Role::V).dtype) / 8;
@@ -388,12 +391,14 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   RIME_RETURN_IF_ERROR(in_ctx.status());
   CUstream st = static_cast<CUstream>(stream);
   char* ws = static_cast<char*>(workspace);
-  auto at = [](const void* base, int64_t bytes) { return static_cast<void*>(static_cast<char*>(const_cast<void*>(base)) + bytes); };
+  auto offset = [](const void* base, int64_t bytes) {
+    return static_cast<void*>(static_cast<char*>(const_cast<void*>(base)) + bytes);
+  };
   auto dptr = [](const void* p) { return reinterpret_cast<CUdeviceptr>(p); };
 
   // Amax_O is a max over both Q chunks' combines; every slot no pass writes (a step whose K/V chunks are all after
   // the Q chunk) holds LSE -inf, which the combine weighs 0.
-  if (void* amax = by_role[static_cast<size_t>(Role::AmaxO)])
+  if (void* amax = by_role[role_index(Role::AmaxO)])
     RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(amax), 0, 1, st), "cuMemsetD32Async(Amax_O)"));
   for (int c = 0; c < 2; ++c)
     RIME_RETURN_IF_ERROR(driver::check(api->cuMemsetD32Async(dptr(ws + s.partial_offset[c] + s.lse_offset), 0xff800000u,
@@ -402,7 +407,7 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
 
   const int world = s.cp.world;
   auto held = [&](int step, Role kv) -> void* {  // the K or V this rank holds at `step`
-    if (step == 0) return by_role[static_cast<size_t>(kv)];
+    if (step == 0) return by_role[role_index(kv)];
     char* b = ws + s.kv_offset[(step - 1) % 2];
     return kv == Role::K ? b : b + aligned(s.k_bytes);
   };
@@ -412,9 +417,9 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
     engines::RoleBuffers b = by_role;
     for (Role r : kQSide)
       if (f.operand(r).bound)
-        b[static_cast<size_t>(r)] = at(by_role[static_cast<size_t>(r)], q_local * s.chunk_bytes[static_cast<size_t>(r)]);
-    b[static_cast<size_t>(Role::K)] = at(k, kv_local * s.chunk_bytes[static_cast<size_t>(Role::K)]);
-    b[static_cast<size_t>(Role::V)] = at(v, kv_local * s.chunk_bytes[static_cast<size_t>(Role::V)]);
+        b[role_index(r)] = offset(by_role[role_index(r)], q_local * s.chunk_bytes[role_index(r)]);
+    b[role_index(Role::K)] = offset(k, kv_local * s.chunk_bytes[role_index(Role::K)]);
+    b[role_index(Role::V)] = offset(v, kv_local * s.chunk_bytes[role_index(Role::V)]);
     return b;
   };
   const auto chunks = context_parallel::zigzag_chunks(s.cp.rank, world);
@@ -451,8 +456,8 @@ Status RingInternals::execute(const RingPlan& ring, const std::unordered_map<int
   const Plan& plan = s.passes.begin()->second;
   for (int c = 0; c < 2; ++c) {
     const int stages = static_cast<int>(plan.config().derived.stages.size());
-    RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, chunk_buffers(c, by_role[static_cast<size_t>(Role::K)], by_role[static_cast<size_t>(Role::V)], 0),
-                                                      ws + s.partial_offset[c], st, s.combine_stage, stages));
+    const engines::RoleBuffers b = chunk_buffers(c, by_role[role_index(Role::K)], by_role[role_index(Role::V)], 0);
+    RIME_RETURN_IF_ERROR(PlanInternals::launch_stages(plan, b, ws + s.partial_offset[c], st, s.combine_stage, stages));
   }
   return Status::success();
 }
