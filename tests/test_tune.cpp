@@ -94,6 +94,18 @@ TEST_CASE("a tuned choice is used, explained, listed and cleared", "[tune]") {
   PlanOptions other = options;
   other.device->sm_count = 114;
   CHECK(Plan::build(g, other)->config().decision.tuned.empty());
+  // A graph that pins one knob keeps its pins: no tuned choice is looked up, so none is used or explained (the
+  // shape class leaves the knobs out, so the record's key is the pinned graph's too).
+  json pinned_doc = json::parse(graph_to_json(g, false));
+  pinned_doc["op"]["knobs"] = {{"split_kv", chosen.split_kv}};
+  Result<Graph> pinned = graph_from_json(pinned_doc.dump());
+  REQUIRE(pinned.ok());
+  REQUIRE(tuned::shape_class(pinned.value()) == c.shape_class);
+  Result<Plan> pinned_plan = Plan::build(pinned.value(), options);
+  REQUIRE(pinned_plan.ok());
+  CHECK(pinned_plan->config().decision.split_kv == chosen.split_kv);
+  CHECK(pinned_plan->config().decision.tuned.empty());
+  CHECK_FALSE(has(pinned_plan->explain().text, "tuned     "));
 
   // Listed by the cache, by the name its key gives.
   const cache::DiskCache* disk = cache::settings().cache.get();
