@@ -20,7 +20,7 @@ namespace rime {
 // V then are.
 Status check_bindings(const Facts& facts, const engines::RoleBuffers& buffers, const void* workspace,
                       int64_t workspace_bytes, const KvExtent* kv = nullptr);
-// The same over the caller's uid map (Plan::execute's argument).
+// The same over a uid map, the public API's form (tests; execute resolves the map once and calls the one above).
 inline Status check_bindings(const Facts& facts, const std::unordered_map<int64_t, void*>& buffers,
                              const void* workspace, int64_t workspace_bytes, const KvExtent* kv = nullptr) {
   return check_bindings(facts, engines::role_buffers(facts, buffers), workspace, workspace_bytes, kv);
