@@ -59,7 +59,7 @@ TEST_CASE("rime::explain and Plan::explain give the text of `rime plan --explain
   // A graph no row serves: the verdicts say why, and the decline is NotSupported's message.
   nlohmann::json doc = nlohmann::json::parse(test::read_text(test::example_path("fp8_prefill")));
   for (int i : {0, 1, 2, 9}) {
-    doc["tensors"][i]["dims"][3] = 96;
+    doc["tensors"][i]["dims"][3] = 80;
     doc["tensors"][i].erase("strides");
   }
   Result<Graph> odd = graph_from_json(doc.dump());
@@ -67,7 +67,7 @@ TEST_CASE("rime::explain and Plan::explain give the text of `rime plan --explain
   Result<Explanation> declined = explain(odd.value(), h200);
   REQUIRE(declined.ok());
   CHECK_FALSE(declined->served);
-  CHECK(declined->text.find("declined  row sdpa_sm90_fp8: D_qk 96 not in {64, 128, 256, 192}") != std::string::npos);
+  CHECK(declined->text.find("declined  row sdpa_sm90_fp8: D_qk 80 not in {64, 96, 128, 256, 192}") != std::string::npos);
   CHECK(declined->decline.find("no capability row serves") != std::string::npos);
   // An invalid graph is InvalidGraph, as validate() says.
   doc["tensors"][1]["dims"][3] = 64;

@@ -486,7 +486,7 @@ TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D
     REQUIRE(f.ok());
     return f.value();
   };
-  for (auto [d_qk, d_v] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {192, 128}}) {
+  for (auto [d_qk, d_v] : {std::pair<int64_t, int64_t>{64, 64}, {80, 80}, {96, 96}, {128, 128}, {192, 128}}) {
     INFO("D " << d_qk << " / " << d_v);
     Facts f = decode(d_qk, d_v);
     Result<Config> c = choose(f, match(f));
@@ -510,6 +510,58 @@ TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D
   Result<Config> c256 = choose(d256, verdicts);
   REQUIRE(c256.ok());
   CHECK(c256->decision.row_id == "sdpa_mma_f16");
+}
+
+// Head dim 96 (Phi-3): Q and K rows of 192 bytes (16-bit, three 64-byte sub-tiles) or 96 (FP8, three 32-byte
+// sub-tiles, one k step of Q.K^T each) on the Hopper engine in every type; head dim 80 (Phi-2) there in 16 bits
+// (five 32-byte sub-tiles), FP8 declined (80 bytes are not whole k steps of 32).
+TEST_CASE("head dim 96 runs on the Hopper engine in every type, and 80 in 16 bits", "[choose]") {
+  auto with_d = [](json doc, const std::vector<int>& tensors, int64_t d) {
+    for (int i : tensors) {
+      doc["tensors"][i]["dims"][3] = d;
+      doc["tensors"][i].erase("strides");
+    }
+    return doc;
+  };
+  const json fp8 = with_d(example_json("fp8_prefill"), {0, 1, 2, 9}, 96);
+  Facts f = facts_of(fp8);
+  Result<Config> c = choose(f, match(f));
+  REQUIRE(c.ok());
+  CHECK(c->decision.row_id == "sdpa_sm90_fp8");
+  CHECK(c->decision.tile == TileShape{128, 128});
+  CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<e4m3, e4m3, 96, 96,"));
+  // Q 128 rows x 96 bytes, two K and V stages of 128 x 96 bytes and two V^T stages of (96 + 8) x 128 bytes, the
+  // mbarriers, and 1024 bytes to align the dynamic base.
+  CHECK(c->derived.stages[0].smem_bytes == 12288 + 4 * 12288 + 2 * 104 * 128 + 128 + 1024);
+  // A BF16 Q over the FP8 K/V: the FP8 kernel with Q in two E4M3 terms, as at D 128 (no Amax_S, which that row
+  // declines).
+  json q16 = fp8;
+  q16["tensors"][0]["dtype"] = "BF16";
+  q16["tensors"].erase(11);
+  q16["op"]["outputs"].erase("Amax_S");
+  Facts fq = facts_of(q16);
+  Result<Config> cq = choose(fq, match(fq));
+  REQUIRE(cq.ok());
+  CHECK(cq->decision.row_id == "sdpa_sm90_q16_fp8kv");
+  CHECK(has(cq->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<e4m3, e4m3, 96, 96,"));
+  CHECK(has(cq->derived.stages[0].spec.name_expression, "q_bf16"));
+  const json bf16 = with_d(example_json("bf16_causal_sink"), {0, 1, 2, 4}, 96);
+  Facts fb = facts_of(bf16);
+  Result<Config> cb = choose(fb, match(fb));
+  REQUIRE(cb.ok());
+  CHECK(cb->decision.row_id == "sdpa_sm90_f16");
+  CHECK(has(cb->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<bf16, bf16, 96, 96,"));
+  Facts f80 = facts_of(with_d(example_json("bf16_causal_sink"), {0, 1, 2, 4}, 80));
+  Result<Config> c80 = choose(f80, match(f80));
+  REQUIRE(c80.ok());
+  CHECK(c80->decision.row_id == "sdpa_sm90_f16");
+  CHECK(has(c80->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<bf16, bf16, 80, 80,"));
+  // FP8 at head dim 80: every FP8 row declines, saying which head dims it serves.
+  Facts fp8_80 = facts_of(with_d(example_json("fp8_prefill"), {0, 1, 2, 9}, 80));
+  const std::vector<RowVerdict> verdicts = match(fp8_80);
+  CHECK(verdict_of(verdicts, "sdpa_sm90_fp8").reason == "row sdpa_sm90_fp8: D_qk 80 not in {64, 96, 128, 256, 192}");
+  CHECK(verdict_of(verdicts, "sdpa_mma_fp8").reason == "row sdpa_mma_fp8: D_qk 80 not in {64, 128, 256}");
+  CHECK(choose(fp8_80, verdicts).status().code() == StatusCode::NotSupported);
 }
 
 TEST_CASE("choose honours pins and picks decode splits", "[choose]") {

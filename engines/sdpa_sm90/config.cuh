@@ -44,6 +44,7 @@ struct Config {
   static constexpr int kRowV = rime_sm90::row_bytes(kDv * kEB);  // and of V
   static constexpr int kSubsV = kDv * kEB / kRowV;
   static constexpr int kKSteps = kDqk * kEB / 32;              // 32-byte k steps of Q.K^T
+  static_assert(kDqk * kEB % 32 == 0 && kDv * kEB % 32 == 0, "rows of whole 32-byte k steps (FP8: no D 80)");
   static constexpr bool kSplit = (kFeatures & RIME_F_SPLIT) != 0;
   static constexpr bool kPadding = (kFeatures & RIME_F_PADDING) != 0;
   static constexpr bool kMask = (kFeatures & RIME_F_MASK) != 0;

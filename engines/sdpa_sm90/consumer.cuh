@@ -212,7 +212,9 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   const u64 k_desc = desc_k_major<kRow>(sK);
   // FP8 V^T: sub-tiles of kVtRow-byte rows along the keys (256-key tiles: two of 128 bytes).
   constexpr int kVtRow = rime_sm90::row_bytes(kN);
-  const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major_sw128(sV, kN * 128);
+  // 16-bit V: sub-tiles of kRowV-byte rows (kRowV / 2 d) along d, kN keys each.
+  constexpr int kRowV = Cfg::kRowV;
+  const u64 pv_desc = kFp8 ? desc_k_major<kVtRow>(sVt) : desc_n_major<kRowV>(sV, kN * kRowV);
   auto issue_qk = [&](int j) {
     const u64 k_stage = k_desc + u64(stage_of(j) * (kSmem.k_stage_bytes >> 4));
 #pragma unroll
@@ -243,13 +245,13 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
 #pragma unroll
     for (int c = 0; c < kPSteps; ++c) {
       // FP8: V^T k-major, 32 keys (bytes) per k step, in sub-tile 32c / kVtRow; 16-bit: V N-major, 16 keys (rows
-      // of 128 bytes) per k step.
-      constexpr int kStepBytes = kFp8 ? 32 : 16 * 128;
+      // of kRowV bytes) per k step.
+      constexpr int kStepBytes = kFp8 ? 32 : 16 * kRowV;
       const int off = kFp8 ? (c * 32 / kVtRow) * (kVtRows * kVtRow) + (c * 32) % kVtRow : c * kStepBytes;
       if constexpr (kMmaSums)
         wgmma_pv_sum<kIn, kDv>(o_acc, l_acc[0], pa[c], v_stage + u64(off >> 4));
       else if constexpr (kDescFromPointers)
-        wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major_sw128(sV + stage_of(j) * stage_bytes + off, kN * 128));
+        wgmma_pv<kIn, kDv>(o_acc, pa[c], desc_n_major<kRowV>(sV + stage_of(j) * stage_bytes + off, kN * kRowV));
       else
         wgmma_pv<kIn, kDv>(o_acc, pa[c], v_stage + u64(off >> 4));
     }

@@ -91,7 +91,7 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
     return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
                            f.D_qk, f.D_v)};
   // A 16-bit Q over FP8 K/V on the FP8 kernel (two Q.K^T terms) takes the FP8 kernel's measured times: not measured
-  // on its own yet.
+  // on its own yet. Head dim 96 takes D_qk 192's (the head dims other than 64 and 128), not measured on its own yet.
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64, fp8 = fp8_kernel(f, 3);
   if (f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};
@@ -180,7 +180,9 @@ Status encode_map(RimeTensorMap& out, const TensorFacts& t, const KvExtent* kv, 
   Status s = driver::check(
       api->cuTensorMapEncodeTiled(&map, type, 4, base, dims, strides, box, element_strides,
                                   CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                  row == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                  : row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                              : CU_TENSOR_MAP_SWIZZLE_32B,
                                   page_pool ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       what);

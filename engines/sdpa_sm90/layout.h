@@ -48,6 +48,7 @@ RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_s
   return n_consumers == 1 && fp8 ? (q_split ? 64 : 72)
          : n_consumers == 3 && !fp8 ? 32
          : n_consumers == 2 && fp8 && d_v == 256 ? 24
+         : n_consumers == 2 && fp8 && d_v == 96  ? 64
                                                 : kProducerRegs;
 }
 // The registers a thread has at launch: the 64K register file over the SM's threads, in multiples of 8 (ptxas's
@@ -99,9 +100,12 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
 RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor(x / 2) : 0; }
 
 // The width of a shared-memory sub-tile row and its swizzle: operands are stored as sub-tiles of rows of
-// `row_bytes`, the TMA box width: 128 when the operand's rows are a multiple of 128 bytes, else 64 (FP8 D 64, and
-// FP8 D_qk 192: three 64-byte sub-tiles).
-RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) { return bytes_per_row % 128 == 0 ? 128 : 64; }
+// `row_bytes`, the TMA box width: the widest of 128, 64 and 32 that divides the operand's rows (FP8 D 64 and
+// D_qk 192, 16-bit D 96: 64-byte sub-tiles; FP8 D 96 and 16-bit D 80: three and five of 32 bytes, one k step of
+// Q.K^T each).
+RIME_HOST_DEVICE constexpr int row_bytes(int bytes_per_row) {
+  return bytes_per_row % 128 == 0 ? 128 : bytes_per_row % 64 == 0 ? 64 : 32;
+}
 
 // Shared memory, byte offsets from the 1024-byte-aligned base (the 128-byte swizzle's atoms are 1024 bytes):
 // Q (tile_q rows), kStages K and V tiles, for FP8 kStages V^T tiles (D_v rows of tile_kv keys, + vt_sum_rows
@@ -131,7 +135,9 @@ RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_co
   // 64 row records of 24 bytes per consumer.
   s.stage_bytes_per_consumer = 64 * (d_v + 4) * 4 + 64 * 24;
   s.stage = align1024(end);
-  s.staged_epilogue = block_scaled_o && s.stage + n_consumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
+  // The staged epilogue's threads take 64 columns a pair (D_v 96 writes its blocks from the registers).
+  s.staged_epilogue = block_scaled_o && d_v % 64 == 0 &&
+                      s.stage + n_consumers * s.stage_bytes_per_consumer + 1024 <= smem_limit;
   s.total = (s.staged_epilogue ? s.stage + n_consumers * s.stage_bytes_per_consumer : end) + 1024;
   return s;
 }
