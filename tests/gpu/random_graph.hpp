@@ -24,13 +24,24 @@ inline std::optional<TileShape> sm90_tile(bool fp8, int64_t d_qk, int64_t d_v, i
   return std::nullopt;
 }
 
+// The head dims of the models people run beside 64 / 128 / 256, on a quarter of a suite's draws each: 96 (Phi-3),
+// which both engines serve in every type, and, where `with_80` (16-bit draws), 80 (Phi-2), which both serve in 16
+// bits only. Decided by a generator of its own seeded by the draw's seed, so that the draw's other fields stay
+// what they were.
+inline int64_t model_head_dim(uint64_t seed, int64_t d, bool with_80) {
+  const uint64_t pick = std::mt19937_64(seed ^ 0x96805a5ULL)() % 4;
+  if (pick == 1) return 96;
+  if (pick == 2 && with_80) return 80;
+  return d;
+}
+
 struct GraphDraw {
   Graph graph;
   std::string description;
 };
 
 // kSm90Ws draws what the warp-specialized engine (sdpa_sm90) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
-// 64/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the draws: decodes of 1-8 query
+// 64/80 (16-bit)/96/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the draws: decodes of 1-8 query
 // tokens, 16-bit ones at D_v <= 128), tiles pinned from the row, every mask and output, S_q up to 700 and S_kv up to
 // 1000 (tails in rows and keys, several tiles, fully masked row tiles).
 enum class Draw { kAll, kSm90Ws };
@@ -62,6 +73,7 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
     if (d_pick == 1) D = 80;
     if (d_pick == 2) D = 96;
   }
+  if (ws) D = model_head_dim(seed, D, !fp8);
   const int64_t D_v = D == 192 ? 128 : D;
   const int64_t group = pick({1, 1, 2, 4, 8});
   const int64_t H_kv = pick({1, 2, 3});

@@ -175,7 +175,7 @@ TEST_CASE("random sweep against the CPU reference", "[gpu][sweep]") {
 }
 
 // The warp-specialized engine (sdpa_sm90, rows sdpa_sm90_fp8 and sdpa_sm90_f16) on its own draws: FP8 and
-// 16-bit inputs, D 64/128/256, every mask, padding, GQA, sink, Stats, Amax, every O dtype, split or not, tails in
+// 16-bit inputs, D 64/80 (16-bit)/96/128/256, every mask, padding, GQA, sink, Stats, Amax, every O dtype, split or not, tails in
 // rows and keys. On sm_90a every draw must run on it.
 TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][sm90]") {
   // RIME_GPU_SM90_DRAWS overrides the count (the compute-sanitizer runs take a few).
@@ -218,8 +218,8 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][sm90]"
 // Shapes that broke other libraries' Hopper kernels, each for FP8 and BF16 on the warp-specialized engine: odd
 // lengths, fewer keys than one KV tile, one query token through the prefill path (64 q heads packed on one kv
 // head), and query tiles with no valid key (bottom-right causal with S_q > S_kv: the first S_q - S_kv rows see
-// nothing, the whole first 128-row tile included; padding over 3 batches, whose drawn lengths include 0 and S), and
-// D_qk 192 with D_v 128.
+// nothing, the whole first 128-row tile included; padding over 3 batches, whose drawn lengths include 0 and S),
+// D_qk 192 with D_v 128, and head dim 96.
 // Rows with no key: O = 0 and Stats = -inf (SPEC section 2), checked against the reference like every other row.
 TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
   struct EdgeCase {
@@ -240,9 +240,12 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
        true, true},
       {"padding over 3 batches (lengths 0 and S among them)", 3, 4, 2, 200, 333, 128, true, false, true},
       {"D_qk 192 / D_v 128, odd lengths, bottom-right causal", 2, 4, 2, 301, 333, 192, true, true, false, 128},
+      {"head dim 96 (Phi-3; 64-byte 16-bit and 32-byte FP8 swizzles), odd lengths, causal", 2, 4, 2, 301, 333, 96,
+       true},
+      {"head dim 96, padding over 3 batches", 3, 4, 1, 200, 333, 96, true, false, true},
   };
   // Quick tier: all but the two S 4099 shapes, whose references are most of this case's time.
-  const std::vector<EdgeCase> cases = test::tier_cases(all_cases, {0, 3, 4, 5, 6, 7, 8, 9});
+  const std::vector<EdgeCase> cases = test::tier_cases(all_cases, {0, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   int passed = 0, ran = 0;
   for (const EdgeCase& c : cases)
     for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
@@ -283,6 +286,38 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
       ++ran;
     }
   fmt::print("ws edge shapes: {} run, {} passed\n", ran, passed);
+}
+
+// Head dims 80 (Phi-2) and 96 (Phi-3) in 16 bits on both engines that serve them, every tier: the Hopper engine as
+// the heuristics choose it (two consumers here), and the mma.sync engine pinned by its 16x64 tile, causal with GQA
+// and odd lengths, against the reference. (The sweeps draw both head dims too; this makes each engine's run certain
+// in the quick tier's few draws.)
+TEST_CASE("head dims 80 and 96 in 16 bits on the Hopper and mma.sync engines", "[gpu][head_dims]") {
+  int passed = 0, ran = 0;
+  for (int64_t d : {80, 96})
+    for (DataType in : {DataType::BF16, DataType::FP16})
+      for (bool pin_mma : {false, true}) {
+        Graph g(fmt::format("head_dim_{}", ran));
+        test::TensorAdder add{g};
+        SdpaAttributes a;
+        a.causal = true;
+        a.generate_stats = true;
+        if (pin_mma) a.tile = TileShape{16, 64};
+        SdpaOperands io;
+        io.q = add("Q", {2, 4, 201, d}, in), io.k = add("K", {2, 2, 333, d}, in), io.v = add("V", {2, 2, 333, d}, in);
+        io.o = add("O", {2, 4, 201, d}, in, true);
+        io.stats = add("Stats", {2, 4, 201, 1}, DataType::FP32, true);
+        REQUIRE(g.sdpa(io, a, "attn").ok());
+        INFO("D " << d << " " << to_string(in) << (pin_mma ? " pinned 16x64" : ""));
+        Result<Plan> plan = Plan::build(g);
+        INFO(plan.status().to_string());
+        REQUIRE(plan.ok());
+        if (plan->facts().device.arch_name() == "sm_90a")
+          CHECK(plan->config().derived.engine == (pin_mma ? "sdpa_mma" : "sdpa_sm90"));
+        passed += checked_trial(plan.value(), 14000 + ran, 2048).passed;
+        ++ran;
+      }
+  fmt::print("head dims 80 and 96: {} run, {} passed\n", ran, passed);
 }
 
 TEST_CASE("checked indices: a bad page id or length is an InvalidArgument naming it, and nothing is read",
@@ -521,7 +556,8 @@ static std::string engines_line(const std::map<std::string, int>& engines) {
 }
 
 // Paged K/V (role page_table) on its own draws: FP8 and BF16 (a third of the FP8 draws with a 16-bit Q), decode
-// (S_q 1-4) and short prefill, GQA, D 64 / 128, page sizes 16 / 64 / 256, pools stored [num_pages, page_size,
+// (S_q 1-4) and short prefill, GQA, D 64 / 128 (a quarter of the draws 96, and a quarter of the 16-bit ones 80:
+// test::model_head_dim), page sizes 16 / 64 / 256, pools stored [num_pages, page_size,
 // H_kv, D] or [num_pages, H_kv, page_size, D], shuffled pages (shared between sequences when the pool is smaller
 // than B x max_pages), lengths 0, full, page boundaries +-1 (make_inputs), masks, split pinned. Each draw runs
 // against the CPU reference, and against the dense plan of the same graph on K/V gathered through the page table
@@ -544,6 +580,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     // Decided by a generator of its own, so that the draws above stay what they were.
     d.q_type = fp8 ? q16_over_fp8_choice(31500 + i, d.in) : d.in;
     d.per_head = fp8 ? per_head_descales_choice(31700 + i) : 0u;
+    d.D = test::model_head_dim(31000 + i, d.D, !fp8);
     run_paged_draw(d, i, 41000 + i, tally);
   }
   fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
@@ -552,7 +589,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 }
 
 // Paged K/V on the warp-specialized Hopper engine (TMA boxes of one page each): draws it serves (at least 64
-// packed rows, D 64 / 128 / 256, FP8 E4M3 / E5M2 and BF16 / FP16), page sizes 16 to 256 (a page
+// packed rows, D 64 / 80 (16-bit) / 96 / 128 / 256, FP8 E4M3 / E5M2 and BF16 / FP16), page sizes 16 to 256 (a page
 // smaller, equal to and larger than the KV tile), both pool layouts, shuffled pages, masks, split. Against the
 // reference and byte-identical to the dense plan on the same engine.
 TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
@@ -579,6 +616,7 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
     // which it gives only to at most 64 packed rows: both from the row (test::sm90_tile). A generator of its own
     // keeps the draws above.
     const bool fp8 = d.in == DataType::FP8_E4M3 || d.in == DataType::FP8_E5M2;
+    d.D = test::model_head_dim(33000 + i, d.D, !fp8);
     const int64_t tile_pick = Picker(33500 + i)({0, 1, 2});
     if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D, 3);
     if (tile_pick == 2) d.tile = test::sm90_tile(fp8, d.D, d.D, 1);
@@ -628,7 +666,8 @@ TEST_CASE("the balanced one-consumer decode over more pieces per CTA than its li
 
 // Ragged (THD) batches on their own draws: FP8 and BF16/FP16, both sides ragged (prefill), a ragged Q over
 // padded or paged K/V (multi-token decode), ragged K/V under a padded Q; token-major ([T, H, D]) or head-major
-// storage, GQA, D 64 / 128 / 256, max_seqlen below T (make_inputs trims the drawn lengths to the tokens there are
+// storage, GQA, D 64 / 128 / 256 (a quarter of the draws 96, and a quarter of the 16-bit ones 80:
+// test::model_head_dim), max_seqlen below T (make_inputs trims the drawn lengths to the tokens there are
 // and leaves unused tokens before the first sequence and after the last), masks, Stats, split pinned. Each draw
 // runs against the CPU reference, and against the padded twin of the same sequences (seq_len_q / seq_len_kv,
 // tests/ragged_twin.hpp) with the same pinned split: on one engine, O and Stats must be the same bytes at every
@@ -648,7 +687,7 @@ TEST_CASE("ragged batches against the CPU reference and the padded plan", "[gpu]
                                                     static_cast<int64_t>(DataType::FP16)}));
     const bool fp8 = in == DataType::FP8_E4M3;
     const int64_t B = pick({1, 3, 6}), H_kv = pick({1, 2}), group = pick({1, 4}), H_q = H_kv * group;
-    const int64_t D = pick({64, 128, 128, 256});
+    const int64_t D = test::model_head_dim(52000 + i, pick({64, 128, 128, 256}), !fp8);
     const bool ragged_q = mode != 2, ragged_kv = mode == 0 || mode == 2;
     int64_t max_q = mode == 3 ? pick({1, 2, 4, 8}) : pick({1, 5, 77, 200, 300});
     int64_t max_kv = mode == 0 && pick({0, 1}) ? max_q : pick({64, 300, 1000});
