@@ -22,9 +22,16 @@ SHAPES = [
     ("b1_h64g8_s8192_d128", 1, 64, 8, 8192, 8192, 128, False, 128),
     # MLA-style prefill (DeepSeek): D_qk 192 (128 + 64 rope dims), D_v 128.
     ("b4_h32_s4096_dqk192_dv128", 4, 32, 32, 4096, 4096, 192, False, 128),
+    # Head dims 96 (Phi-3) and 80 (Phi-2; no FP8 row serves it), against the D 128 rows of the same shape.
+    ("b4_h32_s4096_d96", 4, 32, 32, 4096, 4096, 96, False, 96),
+    ("b4_h32_s4096_d96_causal", 4, 32, 32, 4096, 4096, 96, True, 96),
+    ("b4_h32_s4096_d80", 4, 32, 32, 4096, 4096, 80, False, 80),
+    ("b4_h32_s4096_d80_causal", 4, 32, 32, 4096, 4096, 80, True, 80),
     # Decode: S_q = 1 with bottom-right causal is no mask at all.
     ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False, 128),
     ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False, 128),
+    ("decode_b8_h32g8_skv32768_d96", 8, 32, 8, 1, 32768, 96, False, 96),
+    ("decode_b8_h32g8_skv32768_d80", 8, 32, 8, 1, 32768, 80, False, 80),
     # MLA-style decode: 16 q heads over one kv head, D_qk 192 / D_v 128 (16 packed rows).
     ("decode_b8_h16g16_skv32768_dqk192_dv128", 8, 16, 1, 1, 32768, 192, False, 128),
 ]

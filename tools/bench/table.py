@@ -7,7 +7,7 @@ import sys
 
 
 ANCHOR_IMPLS = ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16", "rime_padded",
-                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped")
+                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped", "rime_d128")
 
 
 def load(path):
@@ -26,8 +26,15 @@ def main(ours_csv, anchors_csv, outdir):
     # A prefill <graph>_bf16q row (a BF16 Q over the FP8 K/V of <graph>) has <graph> (the FP8 Q plan) and torch's
     # cuDNN on the same shape with every tensor in BF16 (what the model would run without an FP8 cache).
     # A <graph>_softcap row (logits capped) has <graph> (the same graph uncapped) as anchor: the cap's cost.
+    # A head dim 96 or 80 row (<graph> with _d96 / _d80 for _d128, or appended to a decode graph's name) has the
+    # D 128 row of the same shape too: TFLOP/s over its TFLOP/s (decode: GB/s over its GB/s).
     by_graph = {o["graph"]: o for o in ours}
     for o in ours:
+        for d in ("_d96", "_d80"):
+            if d in o["graph"]:
+                base = o["graph"].replace(d, "_d128") if "decode" not in o["graph"] else o["graph"].replace(d, "")
+                if base in by_graph:
+                    anchor[(o["graph"].split("_", 1)[1], "rime_d128")] = by_graph[base]
         if o["graph"].endswith("_softcap") and o["graph"][:-len("_softcap")] in by_graph:
             anchor[(o["graph"].split("_", 1)[1], "rime_uncapped")] = by_graph[o["graph"][:-len("_softcap")]]
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
@@ -64,6 +71,8 @@ def main(ours_csv, anchors_csv, outdir):
             ref_impls = ["rime_fp8_q", "torch_cudnn_bf16"]
         if shape.endswith("_softcap"):
             ref_impls = ["rime_uncapped"]
+        if "_d96" in shape or "_d80" in shape:
+            ref_impls = ref_impls + ["rime_d128"]
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
                "gbps": float(o["gbps"])}
         for impl in ref_impls:
@@ -73,6 +82,7 @@ def main(ours_csv, anchors_csv, outdir):
                 # Speed ratio; for the copy, our GB/s over its GB/s (the fraction of copy bandwidth reached); for
                 # our own rows, TFLOP/s over TFLOP/s.
                 row[impl + "_ratio"] = (row["gbps"] / float(a["gbps"]) if impl.startswith("copy")
+                                        or (decode and impl == "rime_d128")
                                         else row["tflops"] / float(a["tflops"]) if impl.startswith("rime_")
                                         and impl != "rime_per_tensor" else float(a["ms"]) / row["ms"])
             else:
