@@ -4,6 +4,7 @@ A shape class is the operator, its values that are not tensors, and every tensor
 (the key is built in C++: _rime._call_key). Its plan is made on first use (validate, match, choose, compile through
 the plan cache, load) and kept; later calls look it up and launch.
 """
+import sys
 import threading
 from collections import OrderedDict
 
@@ -163,6 +164,18 @@ def check(family, op, values):
     _validated.add(key)
 
 
+def _in_cudagraph_warmup(device, stream):
+    """Whether this call runs in torch.compile's CUDA-graph warmup: cudagraph trees run a graph's first calls eagerly
+    on their manager's stream, with every allocation of the thread routed to the graph's private pool, which may hold
+    nothing past the run (torch/_inductor/cudagraph_trees.py clears cuBLAS's cached workspaces around it for the same
+    reason). Read from torch's internals only when a workspace is not cached yet."""
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    if trees is None:
+        return False
+    manager = trees.get_manager(device, create_if_none_exists=False)
+    return manager is not None and manager.stream.cuda_stream == stream
+
+
 def launch(e, tensors):
     device = e.device
     stream = torch._C._cuda_getCurrentRawStream(device)
@@ -170,14 +183,14 @@ def launch(e, tensors):
     if e.workspace:
         # Eager calls on one stream run one after the other, so each (plan, stream) keeps one workspace: an allocation
         # per call cost several microseconds of a decode's host time. Under capture the workspace comes from the
-        # caching allocator, hence from the graph's private pool: each captured graph owns its own.
-        if torch._C._cuda_isCurrentStreamCapturing():
+        # caching allocator, hence from the graph's private pool: each captured graph owns its own. In
+        # torch.compile's CUDA-graph warmup it is the call's own too: kept, it would outlive the run in the pool.
+        capturing = torch._C._cuda_isCurrentStreamCapturing()
+        buf = None if capturing else e.workspaces.get(stream)
+        if buf is None:
             buf = torch.empty(e.workspace, dtype=torch.uint8, device=torch.device("cuda", device))
-        else:
-            buf = e.workspaces.get(stream)
-            if buf is None:
-                buf = e.workspaces[stream] = torch.empty(e.workspace, dtype=torch.uint8,
-                                                         device=torch.device("cuda", device))
+            if not capturing and not _in_cudagraph_warmup(device, stream):
+                e.workspaces[stream] = buf
         ws = buf.data_ptr()
     e.binding.run(tensors, ws, stream)
 
