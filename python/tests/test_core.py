@@ -51,15 +51,15 @@ def test_a_malformed_document_raises_invalid_json():
 def test_not_supported_lists_every_rows_reason():
     doc = json.loads(example("fp8_prefill"))
     for i in (0, 1, 2, 9):
-        doc["tensors"][i]["dims"][3] = 96
+        doc["tensors"][i]["dims"][3] = 80  # no FP8 row serves head dim 80
         doc["tensors"][i].pop("strides", None)
     g = rime.Graph.from_json(json.dumps(doc))
     with pytest.raises(rime.NotSupportedError) as e:
         rime.plan(g, arch="sm_90a", sms=132)
-    assert any("row sdpa_sm90_fp8: D_qk 96 not in" in r for r in e.value.reasons)
+    assert any("row sdpa_sm90_fp8: D_qk 80 not in" in r for r in e.value.reasons)
     assert any(r.startswith("row sdpa_mma_fp8:") for r in e.value.reasons)
     # explain() works for such a graph too: the same verdicts.
-    assert "declined  row sdpa_sm90_fp8: D_qk 96" in rime.explain(g, arch="sm_90a", sms=132)
+    assert "declined  row sdpa_sm90_fp8: D_qk 80" in rime.explain(g, arch="sm_90a", sms=132)
 
 
 @pytest.mark.parametrize("name", examples())

@@ -209,15 +209,18 @@ def test_a_sliding_window_layer_stops_growing_at_its_window():
 def test_check_explains_each_model_family_for_the_arch():
     lines = rt.check(model_of(llama()), arch="sm_90a")
     assert any("row sdpa_sm90_f16" in line for line in lines)
-    # Gemma 2 caps its logits (served, prefill and decode at D 256); Phi-3 has head dim 96 (served by the mma.sync
-    # engine in 16 bits); a head dim no row serves is refused with the field, before any GPU work.
+    # Gemma 2 caps its logits (served, prefill and decode at D 256); Phi-3 has head dim 96 and Phi-2 80 (both on the
+    # Hopper engine); a head dim no row serves is refused with the field, before any GPU work.
     gemma2 = transformers.Gemma2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                                        num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=1000)
     lines = rt.check(model_of(gemma2), arch="sm_90a")
     assert all("attn_logit_softcapping 50.0" in line for line in lines) and len(lines) >= 2
     phi3 = transformers.Phi3Config(hidden_size=384, intermediate_size=512, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=4, vocab_size=1000, pad_token_id=0)
-    assert all("row sdpa_mma_f16" in line for line in rt.check(model_of(phi3), arch="sm_90a"))
+    assert all("row sdpa_sm90_f16" in line for line in rt.check(model_of(phi3), arch="sm_90a"))
+    phi2 = transformers.PhiConfig(hidden_size=320, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=4, vocab_size=1000, pad_token_id=0)
+    assert all("row sdpa_sm90_f16" in line for line in rt.check(model_of(phi2), arch="sm_90a"))
     with pytest.raises(rime.NotSupportedError, match=r"(?s)head_dim 40.*D_qk 40 not in"):
         rt.check(model_of(llama(head_dim=40)), arch="sm_90a")
 

@@ -200,7 +200,7 @@ def test_plans_of_a_decode_loop_stay_constant():
 
 def test_gemma2_and_phi3_match_their_reference_backends():
     # Gemma 2 (logits capped at 50, D 256, alternating sliding windows) against eager; Phi-3 (head dim 96, on the
-    # mma.sync engine) against sdpa.
+    # Hopper engine) against sdpa.
     gemma2 = transformers.Gemma2Config(hidden_size=512, intermediate_size=1024, num_hidden_layers=3,
                                        num_attention_heads=4, num_key_value_heads=2, head_dim=256, vocab_size=2048,
                                        sliding_window=48, pad_token_id=0)

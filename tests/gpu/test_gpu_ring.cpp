@@ -137,8 +137,14 @@ std::pair<testing::TrialReport, testing::TrialReport> run_ring(const RingCase& c
     else
       REQUIRE(RingInternals::prepare_without_communicator(ring.value(), ordinal.value()).ok());
     const LocalTransport transport(all_k, all_v, r);
-    // The caller's buffers are checked as a plan's are, before anything is sent or launched.
-    const Status unbound = RingInternals::execute(ring.value(), {}, nullptr, nullptr, transport);
+    // The caller's buffers are checked as a plan's are, before anything is sent or launched: the workspace the
+    // ring's K/V chunks need first, then each role's buffer.
+    REQUIRE(ring->workspace_size() > 0);
+    const Status no_workspace = RingInternals::execute(ring.value(), {}, nullptr, nullptr, transport);
+    CHECK(no_workspace.code() == StatusCode::InvalidArgument);
+    CHECK(no_workspace.message().rfind("ring: the plan needs a workspace of", 0) == 0);
+    alignas(16) static unsigned char unused_workspace[16];  // never written: the check refuses before any launch
+    const Status unbound = RingInternals::execute(ring.value(), {}, unused_workspace, nullptr, transport);
     CHECK(unbound.code() == StatusCode::InvalidArgument);
     CHECK(unbound.message().rfind("ring: no buffer bound for Q", 0) == 0);
     testing::TrialOptions run;
