@@ -91,7 +91,7 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
     return {2, fmt::format("two consumer warpgroups (the row lists no three-consumer tile for head dims ({}, {}))",
                            f.D_qk, f.D_v)};
   // A 16-bit Q over FP8 K/V on the FP8 kernel (two Q.K^T terms) takes the FP8 kernel's measured times: not measured
-  // on its own yet. Head dim 96 takes D_qk 192's (the head dims other than 64 and 128), not measured on its own yet.
+  // on its own yet. Head dims 80 and 96 take D_qk 192's (the head dims other than 64 and 128): not measured yet.
   const bool d128 = f.D_qk == 128 && f.D_v == 128, d64 = f.D_qk == 64, fp8 = fp8_kernel(f, 3);
   if (f.mask.window_left || f.mask.band_right)
     return {2, "two consumer warpgroups (a window or band mask: three not measured)"};

@@ -41,6 +41,8 @@ constexpr int kProducerRegs = 56;
 // FP8 D 256 on two consumers (128-key tiles) keeps 24: each consumer takes 240 for O (128 registers), S of 128 keys
 // (64) and P, which at 232 spilled and serialized its wgmmas; the producer's transpose is written for 24
 // (transpose_v_tile_d256).
+// FP8 D 96 on two consumers keeps 64: at 56 its transpose (six units of 32-byte-row sub-tiles a warp) spilled 12
+// bytes of hoisted addresses (ptxas 13.0); its consumers' 216 hold O of 48 registers beside S of 128 keys.
 // A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
 // D 128) leaves its producer 64 and takes 192: at 184 ptxas serialized every wgmma of the consumer's tile and spilled
 // a Q fragment; at 192 neither, and the producer's transpose reloads what it does at 72 (ptxas 13.0).
