@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch).
 # Every step runs under a time limit of its own, so that a hang costs its limit and not the session.
-#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|ranks|python|transformers]...
+#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|ranks|python|transformers|accuracy]...
 #   build      configure and build here (16 cores: ~1 minute from a bare checkout), into build/
 #   smoke      `rime run` of every example and the D 256 bench graphs
 #   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
@@ -24,6 +24,9 @@
 #              then tools/bench/python_overhead.py (host cost per eager call against torch SDPA and cuDNN's pygraph)
 #   transformers  tools/bench/transformers_generate.py (generate with rime, sdpa on cuDNN and flash, and eager: tokens/s,
 #              prefill, decode per token, attention's share) into OUTDIR/transformers_generate.csv; after `python`
+#   accuracy   tools/bench/transformers_accuracy.py (rime, sdpa and eager against float32 attention in a model; where a
+#              left-padded batch's greedy tokens first part from each prompt's alone) into OUTDIR/accuracy.txt;
+#              after `python`
 # Binaries come from build/ (or .carry/bin when a session carried them: tools/device/prepare_carry.sh).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
@@ -165,6 +168,10 @@ for step in $steps; do
       export PYTHONPATH=/tmp/rime-py${PYTHONPATH:+:$PYTHONPATH}
       timeout 500 python3 "$root/tools/bench/transformers_generate.py" --csv "$out/transformers_generate.csv" 2>&1 |
         tee "$out/transformers_generate.log" ;;
+    accuracy)
+      export PYTHONPATH=/tmp/rime-py${PYTHONPATH:+:$PYTHONPATH}
+      timeout 300 python3 "$root/tools/bench/transformers_accuracy.py" 2>&1 | grep -v Warning |
+        tee "$out/accuracy.txt" ;;
     *) echo "gpu_check.sh: unknown step '$step'"; exit 2 ;;
   esac
 done
