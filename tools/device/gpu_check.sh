@@ -50,6 +50,15 @@ if [ -z "${RIME_NCCL_LIBRARY:-}" ]; then
 fi
 tests() { if [ -x "$bin/rime_gpu_tests" ]; then echo "$bin/rime_gpu_tests"; else echo "$bin/tests/rime_gpu_tests"; fi; }
 
+# Each line of standard input with the seconds (to 0.1 s) since the first was read in front of it.
+stamp() {
+  local t0=${EPOCHREALTIME/./} line t
+  while IFS= read -r line; do
+    t=$(( (${EPOCHREALTIME/./} - t0) / 100000 ))
+    printf '%4d.%d %s\n' "$((t / 10))" "$((t % 10))" "$line"
+  done
+}
+
 # The test cases' names, one a line (Catch2 v3 lists them as XML; v2 has --list-test-names-only).
 case_names() {
   "$(tests)" --list-tests --reporter xml 2>/dev/null | sed -n 's:.*<Name>\(.*\)</Name>.*:\1:p' |
@@ -84,13 +93,20 @@ for step in $steps; do
       while IFS= read -r name; do
         spec=$(printf '%s' "$name" | sed 's/[],[\\]/\\&/g')  # Catch2 test specs: \ escapes , [ ] and \ itself
         c0=$SECONDS
-        RIME_GPU_COVERAGE_FILE=$cov timeout "${RIME_CASE_TIMEOUT:-300}" stdbuf -oL "$(tests)" "$spec" \
-          >> "$out/full.log" 2>&1
-        rc=$?
-        printf '%5d s  exit %-3s %s\n' "$((SECONDS - c0))" "$rc" "$name"
+        # Each line stamped with the seconds since the case began, and the compiles logged (RIME_LOG=info), so that
+        # full.log shows where a case's time goes: the kernels' compiles, the GPU runs or the CPU references.
+        RIME_LOG=info RIME_GPU_COVERAGE_FILE=$cov timeout "${RIME_CASE_TIMEOUT:-300}" stdbuf -oL "$(tests)" "$spec" \
+          2>&1 | stamp > "$out/case.log"
+        rc=${PIPESTATUS[0]}
+        cat "$out/case.log" >> "$out/full.log"
+        compiles=$(sed -n 's/.*compiled .* in \([0-9]*\) ms for .*/\1/p' "$out/case.log" |
+                   awk '{ n++; s += $1 } END { printf "%3d compiles %6.1f s", n, s / 1000 }')
+        printf '%5d s  exit %-3s %s  %s\n' "$((SECONDS - c0))" "$rc" "$compiles" "$name"
       done < "$out/case_names.txt" | tee "$out/full_cases.txt"
+      rm -f "$out/case.log"
       echo "full tier: $(wc -l < "$out/full_cases.txt") cases in $((SECONDS - t0)) s; failed: $(grep -vc ' exit 0 ' "$out/full_cases.txt")"
-      grep -E "^(sweep|ws|sm90|warp-specialized|paged|ragged|16-bit|block-scaled|MXFP8|mx wide)[^:]*:" "$out/full.log" | tail -20
+      sed -E 's/^ *[0-9]+\.[0-9] //' "$out/full.log" |
+        grep -E "^(sweep|ws|sm90|warp-specialized|paged|ragged|16-bit|block-scaled|MXFP8|mx wide|head dims)[^:]*:" | tail -20
       "$(tests)" --rime-coverage "$cov" | tail -2 ;;
     memcheck)
       RIME_GPU_SWEEP=12 RIME_GPU_SM90_DRAWS=12 RIME_GPU_PAGED_DRAWS=6 RIME_GPU_RAGGED_DRAWS=8 RIME_GPU_Q16_DRAWS=8 \
