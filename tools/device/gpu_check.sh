@@ -7,8 +7,9 @@
 #   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
 #              kind at least once, then the coverage check; what to run after any kernel change
 #   full       the full tier (<= 6 minutes): each test case its own process under its own limit (no cliff: a hang
-#              or a slow case costs that case), the per-case times in OUTDIR/full_cases.txt, then the coverage
-#              check over the union of the cases
+#              or a slow case costs that case), the per-case times with their kernel compiles (count and summed
+#              seconds) in OUTDIR/full_cases.txt, every line of OUTDIR/full.log stamped with its case's seconds,
+#              then the coverage check over the union of the cases
 #   memcheck   compute-sanitizer memcheck on a few draws of every suite; racecheck / synccheck on the
 #              warp-specialized kernel's draws and the ragged draws planned on it
 #   bench ab overhead   tools/bench (the anchored table, an A/B of rime_* binaries, the block-scaled O's cost)
