@@ -45,12 +45,12 @@ def main():
     for s, rows in new_by_shape.items():
         if s not in placed:
             out += rows
-    old_counts = {}
+    kept_by_shape = {}
     for r in kept:
-        old_counts[r["shape"]] = old_counts.get(r["shape"], 0) + 1
+        kept_by_shape.setdefault(r["shape"], []).append(r)
     for s, rows in new_by_shape.items():
-        was = old_counts.get(s, 0)
-        print(f"{s}: {was} rows ({kept[[r['shape'] for r in kept].index(s)]['commit'][:7] if was else 'new'}) -> "
+        was = kept_by_shape.get(s, [])
+        print(f"{s}: {len(was)} rows ({was[0]['commit'][:7] if was else 'new'}) -> "
               f"{len(rows)} rows ({rows[0]['device']}, {rows[0]['commit'][:7]})")
     if args.write:
         with open(args.kept, "w", newline="") as f:
