@@ -464,8 +464,7 @@ TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warp
   CHECK(has(other.status().message(), "op sdpa_fp8 not in {sdpa}"));
 }
 
-TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D 192, and D 256 on mma.sync",
-          "[choose]") {
+TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile, D 256 at one CTA per SM", "[choose]") {
   // BF16 decode, one token of a GQA group of 4 (4 packed rows), at each head dim pair.
   auto decode = [](int64_t d_qk, int64_t d_v) {
     Graph g("bf16_decode");
@@ -499,17 +498,35 @@ TEST_CASE("a 16-bit decode runs on the Hopper engine's one-consumer tile up to D
   // The MLA decode has no other row: mma.sync lists no D_qk 192.
   Facts mla = decode(192, 128);
   CHECK(has(verdict_of(match(mla), "sdpa_mma_f16").reason, "D_qk 192 not in"));
-  // D 256 has no one-consumer tile: the Hopper row declines the 4 packed rows, saying why, and mma.sync serves it.
+  // D 256: one consumer at one CTA per SM (its consumer keeps 240 registers for O beside S), Q and two K and two V
+  // stages of 64 x 512 bytes, the mbarriers and the base's alignment.
   Facts d256 = decode(256, 256);
-  const std::vector<RowVerdict> verdicts = match(d256);
-  const RowVerdict& declined = verdict_of(verdicts, "sdpa_sm90_f16");
+  Result<Config> c256 = choose(d256, match(d256));
+  REQUIRE(c256.ok());
+  CHECK(c256->decision.row_id == "sdpa_sm90_f16");
+  CHECK(c256->decision.consumer_warpgroups == 1);
+  CHECK(has(c256->decision.tile_reason, "at most 64 packed rows (one CTA per SM)"));
+  CHECK(c256->derived.stages[0].smem_bytes == 5 * 32768 + 128 + 1024);
+  CHECK(has(c256->derived.stages[0].spec.name_expression, ", 256, 256,"));
+  CHECK(has(c256->derived.stages[0].spec.name_expression, "one_consumer>"));
+  // A row with no one-consumer tile for the head dims declines few packed rows, saying why: a BF16 Q over an FP8
+  // cache at D 256 (its widened 16-bit kernel runs two consumers), which mma.sync then serves.
+  json q16 = example_json("fp8_decode_gqa");
+  q16["tensors"][0]["dtype"] = "BF16";
+  for (int i : {0, 1, 2, 9}) {
+    q16["tensors"][i]["dims"][3] = 256;
+    q16["tensors"][i].erase("strides");
+  }
+  Facts fq = facts_of(q16);
+  const std::vector<RowVerdict> verdicts = match(fq);
+  const RowVerdict& declined = verdict_of(verdicts, "sdpa_sm90_q16_fp8kv");
   CHECK_FALSE(declined.accepted);
   CHECK(declined.field == "min_packed_rows");
   CHECK(has(declined.reason, "packed rows S_q x group = 1 x 4 = 4 < 64, and no one-consumer tile for head dims "
                              "(256, 256)"));
-  Result<Config> c256 = choose(d256, verdicts);
-  REQUIRE(c256.ok());
-  CHECK(c256->decision.row_id == "sdpa_mma_f16");
+  Result<Config> cq = choose(fq, verdicts);
+  REQUIRE(cq.ok());
+  CHECK(cq->decision.row_id == "sdpa_mma_fp8");
 }
 
 // Head dim 96 (Phi-3): Q and K rows of 192 bytes (16-bit, three 64-byte sub-tiles) or 96 (FP8, three 32-byte

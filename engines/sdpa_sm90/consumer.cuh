@@ -443,7 +443,8 @@ template <class Cfg>
 __device__ __forceinline__ void consumer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                          const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
   constexpr int kC = Cfg::kC, kTurnBar = Cfg::kTurnBar, kDqk = Cfg::kDqk, kEB = Cfg::kEB;
-  setmaxnreg_inc<rime_sm90::consumer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
+  if constexpr (rime_sm90::shares_registers(Cfg::kC, Cfg::kDv))
+    setmaxnreg_inc<rime_sm90::consumer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
   ConsumerThread me;
   me.cw = wg - 1;             // consumer 0 .. kC - 1
   me.ctid = tid - 128 * wg;  // thread within the consumer warpgroup

@@ -72,18 +72,20 @@ struct ConsumerChoice {
 };
 ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
   // At most 64 packed rows (a decode's S_q x group, one token or several): one 64-row consumer, two CTAs per SM
-  // (rime_sm90::ctas_per_sm), where the row lists it (D_v <= 128). A decode is memory-bound, so the tile's empty rows
-  // cost only tensor work: one FP8 token of a GQA group of 4 (4 rows of 64) measured 0.90x-0.97x the time of the
-  // mma.sync engine's 16-row tile.
+  // (rime_sm90::ctas_per_sm; one at 16-bit D_v 256, whose consumer takes the register file), where the row lists it.
+  // A decode is memory-bound, so the tile's empty rows cost only tensor work: one FP8 token of a GQA group of 4 (4
+  // rows of 64) measured 0.90x-0.97x the time of the mma.sync engine's 16-row tile.
+  const int one_consumer_ctas = rime_sm90::ctas_per_sm(1, static_cast<int>(f.D_v));
   if (f.S_q * f.group <= 64 && row_tile(f, row, 1))
-    return {1, "one consumer warpgroup: at most 64 packed rows (two CTAs per SM)"};
+    return {1, fmt::format("one consumer warpgroup: at most 64 packed rows ({} per SM)",
+                           one_consumer_ctas == 2 ? "two CTAs" : "one CTA")};
   // Short keys: where a CTA of the largest tile walks at most two KV tiles, its fixed cost (the Q load, the first
   // K/V stages, the epilogue) is most of its time, and one consumer (two CTAs per SM) overlaps one CTA's fixed cost
   // with the other's tiles. Measured on the H200 (docs/bench/oracle/h200.csv): B128 S128 FP8 prefill, one consumer
   // 0.137 ms at D 64 against 0.207 on two and 0.166 on three, 0.203 at D 128 against 0.236 and 0.239; at S 512
   // (four 128-key tiles of the D 64 three-consumer tile) three are ahead again (0.224 against 0.236).
   const std::optional<RowTile> largest = row_tile(f, row, 3) ? row_tile(f, row, 3) : row_tile(f, row, 2);
-  if (row_tile(f, row, 1) && largest && ceil_div(f.S_kv, largest->tile.kv) <= 2)
+  if (row_tile(f, row, 1) && one_consumer_ctas == 2 && largest && ceil_div(f.S_kv, largest->tile.kv) <= 2)
     return {1, fmt::format("one consumer warpgroup: {} keys are at most two KV tiles of the {}-row tile, so a CTA's "
                            "fixed cost dominates and two CTAs per SM overlap it",
                            f.S_kv, largest->tile.q)};
@@ -224,7 +226,7 @@ class SdpaSm90 final : public Engine {
     g.kv_tiles = ceil_div(f.S_kv, t.tile.kv);
     g.threads = rime_sm90::threads(n);
     g.smem_bytes = smem_of(f, n, false).total;
-    g.ctas_per_sm = rime_sm90::ctas_per_sm(n);  // the kernel's launch bounds: setmaxnreg shares the file by them
+    g.ctas_per_sm = rime_sm90::ctas_per_sm(n, static_cast<int>(f.D_v));  // the kernel's launch bounds
     // A split decode is memory-bound: one one-consumer CTA per SM already keeps the SM's TMA loads in flight, so
     // the second CTA an SM holds adds no bandwidth and the split model counts a wave as one CTA per SM. Measured on
     // the H200 (docs/bench/oracle/h200.csv): BF16 B1 S_kv 128k split 16 (128 CTAs) 0.134 ms against 0.143 at

@@ -35,7 +35,7 @@ namespace rime_dev {
 // kDqk: the head dim of Q and K; kDv: of V and O (192 / 128 for MLA-style prefill, else equal).
 // kC: consumer warpgroups (1, 2 or 3; rime_sm90::three_consumers_fit says where 1 and 3 fit).
 template <int kIn, int kOut, int kDqk, int kDv, int kFeatures, int kC>
-__global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm(kC)) sdpa_sm90_fwd(const __grid_constant__ SdpaSm90Params params) {
+__global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm(kC, kDv)) sdpa_sm90_fwd(const __grid_constant__ SdpaSm90Params params) {
   using namespace sm90;
   using Cfg = Config<kIn, kOut, kDqk, kDv, kFeatures, kC>;
   constexpr rime_sm90::Smem kSmem = Cfg::kSmem;

@@ -26,7 +26,17 @@ RIME_HOST_DEVICE constexpr int threads(int n_consumers) { return 128 * (1 + n_co
 // two CTAs per SM, which take turns at the tensor cores as two consumers of one CTA do, where a CTA of two
 // consumers would idle one (measured on the 8-token paged decode: 0.75x the time of the mma.sync 32x32 tile that
 // served it; docs/perf-history.md, "Session 12: one consumer warpgroup for the 8-token decode").
-RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers) { return n_consumers == 1 ? 2 : 1; }
+// One 16-bit consumer at D_v 256 (decodes of Gemma's head dim): one CTA per SM, whose 256 threads hold the whole
+// register file, since O (128 registers) beside S of 64 keys needs 240 (ptxas 13.0: no spills at 240, 72-92 bytes
+// at 200), and 64-key K and V stages of 32 KB each leave room for one CTA's 160 KB.
+RIME_HOST_DEVICE constexpr int ctas_per_sm(int n_consumers, int d_v = 0) {
+  return n_consumers == 1 && d_v != 256 ? 2 : 1;
+}
+// Whether the warpgroups trade registers with setmaxnreg: not where one CTA of one consumer holds the whole file,
+// whose launch already gives every thread 255.
+RIME_HOST_DEVICE constexpr bool shares_registers(int n_consumers, int d_v = 0) {
+  return !(n_consumers == 1 && d_v == 256);
+}
 RIME_HOST_DEVICE constexpr int tile_q(int n_consumers) { return 64 * n_consumers; }
 // Registers per thread after setmaxnreg: the producer gives up all but 56 (its transpose's addresses), the
 // consumers take the rest of the 64K register file (multiples of 8).
@@ -55,8 +65,8 @@ RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_s
 }
 // The registers a thread has at launch: the 64K register file over the SM's threads, in multiples of 8 (ptxas's
 // cap under the kernel's launch bounds): 168 for two consumers, 128 for one or three.
-RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers) {
-  return 65536 / (ctas_per_sm(n_consumers) * threads(n_consumers)) / 8 * 8;
+RIME_HOST_DEVICE constexpr int launch_regs(int n_consumers, int d_v = 0) {
+  return 65536 / (ctas_per_sm(n_consumers, d_v) * threads(n_consumers)) / 8 * 8;
 }
 // setmaxnreg.inc takes registers only from those the CTA's own warps released (its CTA pool), so the consumers
 // share what the producer gave up: asking for more waits forever (a two-consumer kernel asking 240 beside a

@@ -199,7 +199,8 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
 template <class Cfg>
 __device__ __forceinline__ void producer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
                                          const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
-  setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
+  if constexpr (rime_sm90::shares_registers(Cfg::kC, Cfg::kDv))
+    setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
   const int ptid = tid;
   const bool issuer = ptid == 0;
   if (issuer) {

@@ -41,9 +41,9 @@ struct GraphDraw {
 };
 
 // kSm90Ws draws what the warp-specialized engine (sdpa_sm90) serves: FP8 (E4M3/E5M2) or BF16/FP16 inputs, D
-// 64/80 (16-bit)/96/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the draws: decodes of 1-8 query
-// tokens, 16-bit ones at D_v <= 128), tiles pinned from the row, every mask and output, S_q up to 700 and S_kv up to
-// 1000 (tails in rows and keys, several tiles, fully masked row tiles).
+// 64/80 (16-bit)/96/128/256 and D_qk 192 with D_v 128, at least 64 packed rows (a quarter of the draws: decodes of
+// 1-8 query tokens), tiles pinned from the row, every mask and output, S_q up to 700 and S_kv up to 1000 (tails in
+// rows and keys, several tiles, fully masked row tiles).
 enum class Draw { kAll, kSm90Ws };
 
 inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
@@ -83,9 +83,9 @@ inline GraphDraw random_graph(uint64_t seed, Draw draw = Draw::kAll) {
   int64_t S_q = decode ? 1 : prefill_only ? pick({64, 100, 128, 300, 700}) : pick({1, 17, 64, 100, 128, 300});
   if (prefill_only && S_q * group < 64) S_q = 64;
   // kSm90Ws: a quarter of the draws are decodes of 1, 2, 4 or 8 query tokens, which the engine's one-consumer tile
-  // serves at any packed-row count (16-bit: D_v <= 128; FP8 D 256 runs them on two consumers); a generator of their
-  // own keeps the other fields of each seed's draw.
-  if (ws && (fp8 || D_v <= 128)) {
+  // serves at any packed-row count (16-bit D 256 at one CTA per SM; FP8 D 256 runs them on two consumers); a
+  // generator of their own keeps the other fields of each seed's draw.
+  if (ws) {
     std::mt19937_64 decode_rng(seed ^ 0x5a5a5a5aULL);
     if (decode_rng() % 4 == 0) S_q = int64_t{1} << (decode_rng() % 4);
   }

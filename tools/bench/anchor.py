@@ -31,6 +31,11 @@ SHAPES = [
     ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False, 128),
     ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False, 128),
     ("decode_b8_h32g8_skv32768_d96", 8, 32, 8, 1, 32768, 96, False, 96),
+    # Gemma-shaped decodes at head dim 256: 8 query heads over 1 kv head, and 16 over 8.
+    ("decode_b8_h8g1_skv8192_d256", 8, 8, 1, 1, 8192, 256, False, 256),
+    ("decode_b8_h8g1_skv32768_d256", 8, 8, 1, 1, 32768, 256, False, 256),
+    ("decode_b8_h16g8_skv8192_d256", 8, 16, 8, 1, 8192, 256, False, 256),
+    ("decode_b8_h16g8_skv32768_d256", 8, 16, 8, 1, 32768, 256, False, 256),
     ("decode_b8_h32g8_skv32768_d80", 8, 32, 8, 1, 32768, 80, False, 80),
     # MLA-style decode: 16 q heads over one kv head, D_qk 192 / D_v 128 (16 packed rows).
     ("decode_b8_h16g16_skv32768_dqk192_dv128", 8, 16, 1, 1, 32768, 192, False, 128),
