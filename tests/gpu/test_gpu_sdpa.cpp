@@ -246,11 +246,12 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
   };
   // Quick tier: all but the two S 4099 shapes, whose references are most of this case's time.
   const std::vector<EdgeCase> cases = test::tier_cases(all_cases, {0, 3, 4, 5, 6, 7, 8, 9, 10, 11});
-  int passed = 0, ran = 0;
+  std::vector<Graph> graphs;
+  std::vector<std::string> labels;
   for (const EdgeCase& c : cases)
     for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
       const bool fp8 = in == DataType::FP8_E4M3;
-      Graph g(fmt::format("edge_{}", ran));
+      Graph g(fmt::format("edge_{}", graphs.size()));
       test::TensorAdder add{g};
       SdpaAttributes a;
       a.causal = c.causal;
@@ -276,15 +277,19 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
         io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
         REQUIRE(g.sdpa(io, a, "attn").ok());
       }
-      INFO(c.what << " (" << to_string(in) << ")");
-      Result<Plan> plan = Plan::build(g);
-      INFO(plan.status().to_string());
-      REQUIRE(plan.ok());
-      REQUIRE(plan->prepared());
-      if (plan->facts().device.arch_name() == "sm_90a") CHECK(plan->config().derived.engine == "sdpa_sm90");
-      passed += checked_trial(plan.value(), 13000 + ran, 4099).passed;
-      ++ran;
+      graphs.push_back(std::move(g));
+      labels.push_back(fmt::format("{} ({})", c.what, to_string(in)));
     }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, ran = 0;
+  for (size_t n = 0; n < plans.size(); ++n) {
+    INFO(labels[n] << ": " << plans[n].status().to_string());
+    REQUIRE(plans[n].ok());
+    REQUIRE(plans[n]->prepared());
+    if (plans[n]->facts().device.arch_name() == "sm_90a") CHECK(plans[n]->config().derived.engine == "sdpa_sm90");
+    passed += checked_trial(plans[n].value(), 13000 + ran, 4099).passed;
+    ++ran;
+  }
   fmt::print("ws edge shapes: {} run, {} passed\n", ran, passed);
 }
 
@@ -293,11 +298,13 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
 // and odd lengths, against the reference. (The sweeps draw both head dims too; this makes each engine's run certain
 // in the quick tier's few draws.)
 TEST_CASE("head dims 80 and 96 in 16 bits on the Hopper and mma.sync engines", "[gpu][head_dims]") {
-  int passed = 0, ran = 0;
+  std::vector<Graph> graphs;
+  std::vector<std::string> labels;
+  std::vector<bool> pinned;
   for (int64_t d : {80, 96})
     for (DataType in : {DataType::BF16, DataType::FP16})
       for (bool pin_mma : {false, true}) {
-        Graph g(fmt::format("head_dim_{}", ran));
+        Graph g(fmt::format("head_dim_{}", graphs.size()));
         test::TensorAdder add{g};
         SdpaAttributes a;
         a.causal = true;
@@ -308,15 +315,20 @@ TEST_CASE("head dims 80 and 96 in 16 bits on the Hopper and mma.sync engines", "
         io.o = add("O", {2, 4, 201, d}, in, true);
         io.stats = add("Stats", {2, 4, 201, 1}, DataType::FP32, true);
         REQUIRE(g.sdpa(io, a, "attn").ok());
-        INFO("D " << d << " " << to_string(in) << (pin_mma ? " pinned 16x64" : ""));
-        Result<Plan> plan = Plan::build(g);
-        INFO(plan.status().to_string());
-        REQUIRE(plan.ok());
-        if (plan->facts().device.arch_name() == "sm_90a")
-          CHECK(plan->config().derived.engine == (pin_mma ? "sdpa_mma" : "sdpa_sm90"));
-        passed += checked_trial(plan.value(), 14000 + ran, 2048).passed;
-        ++ran;
+        graphs.push_back(std::move(g));
+        labels.push_back(fmt::format("D {} {}{}", d, to_string(in), pin_mma ? " pinned 16x64" : ""));
+        pinned.push_back(pin_mma);
       }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, ran = 0;
+  for (size_t n = 0; n < plans.size(); ++n) {
+    INFO(labels[n] << ": " << plans[n].status().to_string());
+    REQUIRE(plans[n].ok());
+    if (plans[n]->facts().device.arch_name() == "sm_90a")
+      CHECK(plans[n]->config().derived.engine == (pinned[n] ? "sdpa_mma" : "sdpa_sm90"));
+    passed += checked_trial(plans[n].value(), 14000 + ran, 2048).passed;
+    ++ran;
+  }
   fmt::print("head dims 80 and 96: {} run, {} passed\n", ran, passed);
 }
 
@@ -522,30 +534,41 @@ static PagedDenseRun run_paged_and_dense(const Graph& paged, const Graph& dense,
   return {pr->passed, pr->outputs.at(o_uid) == dr->outputs.at(o_uid)};
 }
 
-// Runs draw i against the CPU reference and the dense twin on K/V gathered through the page table; when both
-// plans run on one engine, their O must be the same bytes. only_engine: skip draws planned elsewhere.
-static void run_paged_draw(const PagedDraw& d, int i, uint64_t seed, PagedTally& tally,
-                           const char* only_engine = nullptr) {
-  INFO(d.what(i));
-  const Graph paged = d.build(true), dense = d.build(false);
-  Result<Plan> pp = Plan::build(paged), dp = Plan::build(dense);
-  INFO(pp.status().to_string() << " / " << dp.status().to_string());
-  REQUIRE(pp.ok());
-  REQUIRE(dp.ok());
-  const std::string &pe = pp->config().derived.engine, &de = dp->config().derived.engine;
-  if (only_engine && pe != only_engine) return;
-  ++tally.run;
-  ++tally.engines[pe];
-  const PagedDenseRun r = run_paged_and_dense(paged, dense, pp.value(), dp.value(), testing::make_inputs(paged, seed));
-  tally.passed += r.paged_passed;
-  // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
-  // route to another engine (a row that serves the dense graph and declines the paged one): then both only
-  // have to pass the reference, as checked above.
-  INFO("engines: paged " << pe << ", dense " << de);
-  if (pe == de) {
-    CHECK(r.same_o);
-    tally.identical += r.same_o;
-    ++tally.same_engine;
+// Runs every draw against the CPU reference and its dense twin on K/V gathered through the page table (draw i on
+// inputs from seed0 + i); when both plans run on one engine, their O must be the same bytes. only_engine: skip
+// draws planned elsewhere. All the plans are built first, on every core: serial compiles were most of these suites'
+// time.
+static void run_paged_draws(const std::vector<PagedDraw>& draws, uint64_t seed0, PagedTally& tally,
+                            const char* only_engine = nullptr) {
+  std::vector<Graph> graphs;
+  for (const PagedDraw& d : draws) {
+    graphs.push_back(d.build(true));
+    graphs.push_back(d.build(false));
+  }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  for (size_t i = 0; i < draws.size(); ++i) {
+    INFO(draws[i].what(static_cast<int>(i)));
+    const Graph &paged = graphs[2 * i], &dense = graphs[2 * i + 1];
+    const Result<Plan>&pp = plans[2 * i], &dp = plans[2 * i + 1];
+    INFO(pp.status().to_string() << " / " << dp.status().to_string());
+    REQUIRE(pp.ok());
+    REQUIRE(dp.ok());
+    const std::string &pe = pp->config().derived.engine, &de = dp->config().derived.engine;
+    if (only_engine && pe != only_engine) continue;
+    ++tally.run;
+    ++tally.engines[pe];
+    const PagedDenseRun r =
+        run_paged_and_dense(paged, dense, pp.value(), dp.value(), testing::make_inputs(paged, seed0 + i));
+    tally.passed += r.paged_passed;
+    // The same engine computes the same bytes whether K/V come through the table or not. The dense graph may
+    // route to another engine (a row that serves the dense graph and declines the paged one): then both only
+    // have to pass the reference, as checked above.
+    INFO("engines: paged " << pe << ", dense " << de);
+    if (pe == de) {
+      CHECK(r.same_o);
+      tally.identical += r.same_o;
+      ++tally.same_engine;
+    }
   }
 }
 
@@ -564,7 +587,7 @@ static std::string engines_line(const std::map<std::string, int>& engines) {
 // with the same pinned split: when both run on one engine, they must write identical bytes.
 TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged]") {
   const int n = test::tier_draws("RIME_GPU_PAGED_DRAWS", 32, 6);
-  PagedTally tally;
+  std::vector<PagedDraw> draws;
   for (int i = 0; i < n; ++i) {
     Picker pick(31000 + i);
     PagedDraw d;
@@ -581,8 +604,10 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
     d.q_type = fp8 ? q16_over_fp8_choice(31500 + i, d.in) : d.in;
     d.per_head = fp8 ? per_head_descales_choice(31700 + i) : 0u;
     d.D = test::model_head_dim(31000 + i, d.D, !fp8);
-    run_paged_draw(d, i, 41000 + i, tally);
+    draws.push_back(d);
   }
+  PagedTally tally;
+  run_paged_draws(draws, 41000, tally);
   fmt::print("paged draws: {} run, {} passed against the reference; {} ran on the dense plan's engine, {} of them "
              "byte-identical to it (engines: {})\n",
              n, tally.passed, tally.same_engine, tally.identical, engines_line(tally.engines));
@@ -594,7 +619,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 // reference and byte-identical to the dense plan on the same engine.
 TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
   const int n = test::tier_draws("RIME_GPU_SM90_PAGED_DRAWS", 24, 6);
-  PagedTally tally;
+  std::vector<PagedDraw> draws;
   for (int i = 0; i < n; ++i) {
     Picker pick(33000 + i);
     PagedDraw d;
@@ -621,8 +646,10 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
     if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D, 3);
     if (tile_pick == 2) d.tile = test::sm90_tile(fp8, d.D, d.D, 1);
     d.per_head = fp8 ? per_head_descales_choice(33700 + i) : 0u;
-    run_paged_draw(d, i, 43000 + i, tally, "sdpa_sm90");
+    draws.push_back(d);
   }
+  PagedTally tally;
+  run_paged_draws(draws, 43000, tally, "sdpa_sm90");
   fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
              "the dense plan's engine, {} of them byte-identical to it\n",
              n, tally.run, tally.passed, tally.same_engine, tally.identical);
