@@ -257,9 +257,12 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
         rime_sm90::launch_regs(1) - rime_sm90::producer_regs(1, true, true));
   CHECK(rime_sm90::launch_regs(2) == 168);
   CHECK(rime_sm90::launch_regs(3) == 128);
-  // Three FP8 consumers beside the transposing producer's 56; three 16-bit ones beside a producer of 32, whose
-  // 160 registers hold S of 128 keys at D 64.
+  // Three FP8 consumers beside the transposing producer's 56 (a 16-bit Q in two E4M3 terms, D_v 96), or 32 (D_v
+  // 128: transpose_v_tile_rows128); three 16-bit ones beside a producer of 32, whose 160 registers hold S of 128
+  // keys at D 64.
   CHECK(rime_sm90::consumer_regs(3, true) == 152);
+  CHECK(rime_sm90::consumer_regs(3, true, true, 128) == 152);
+  CHECK(rime_sm90::consumer_regs(3, true, false, 128) == 160);
   CHECK(rime_sm90::consumer_regs(3, false) == 160);
   CHECK(rime_sm90::tile_kv(2, 64, 3) == 128);
   CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
@@ -277,7 +280,10 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_sm90::three_consumers_fit(192, 128));
   CHECK(rime_sm90::three_consumers_fit(64, 64));
   CHECK_FALSE(rime_sm90::three_consumers_fit(256, 256));
-  CHECK(rime_sm90::tile_kv(1, 128, 3) == 64);
+  CHECK(rime_sm90::tile_kv(1, 128, 3) == 96);
+  CHECK(rime_sm90::tile_kv(1, 128, 3, true) == 64);  // Q's second E4M3 term beside S of 96 keys spilled
+  CHECK(rime_sm90::tile_kv(1, 192, 3) == 64);
+  CHECK(rime_sm90::tile_kv(1, 96, 3) == 64);
   CHECK(rime_sm90::tile_kv(1, 64, 3) == 128);
   CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
   CHECK(rime_sm90::tile_kv(1, 128, 2) == 128);
@@ -288,13 +294,19 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_sm90::vt_sum_rows(true, 256, 2) == 0);
   CHECK(rime_sm90::vt_sum_rows(true, 128, 1) == 0);
   CHECK(rime_sm90::vt_sum_rows(false, 128, 2) == 0);
-  // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 64 keys (V^T: 128 + 8 rows), the
-  // barriers.
+  // FP8 D 128 with three consumers: Q of 192 rows, two stages of K, V and V^T of 96 keys (V^T: three sub-tiles of
+  // 128 + 8 rows of 32 bytes), the barriers.
   const rime_sm90::Smem s = rime_sm90::smem(1, 128, 128, 3, true, false, rime_sm90::kSmemLimit);
   CHECK(s.k == 192 * 128);
-  CHECK(s.v == s.k + 2 * 64 * 128);
-  CHECK(s.vt == s.v + 2 * 64 * 128);
-  CHECK(s.barriers == s.vt + 2 * (128 + 8) * 64);
+  CHECK(s.v == s.k + 2 * 96 * 128);
+  CHECK(s.vt == s.v + 2 * 96 * 128);
+  CHECK(s.barriers == rime_sm90::align1024(s.vt + 2 * (128 + 8) * 96));
+  CHECK((128 + 8) * 32 % 256 == 0);  // a V^T sub-tile keeps the 32-byte swizzle's 256-byte pattern
+  // A paged tile of 96 keys is boxes of at most 32 (a power of two dividing the tile).
+  CHECK(rime_sm90::paged_box_log2(4, 96) == 4);
+  CHECK(rime_sm90::paged_box_log2(6, 96) == 5);
+  CHECK(rime_sm90::paged_box_log2(6, 128) == 6);
+  CHECK(rime_sm90::paged_box_log2(8, 128) == 7);
   CHECK(s.total == s.barriers + 16 * 8 + 1024);
   // Block-scaled O stages three consumers' epilogues when they fit.
   CHECK(rime_sm90::smem(1, 128, 128, 3, true, true, rime_sm90::kSmemLimit).staged_epilogue);

@@ -196,7 +196,7 @@ TEST_CASE("required declines explain themselves", "[match]") {
     doc["op"]["knobs"] = {{"tile", {{"q", 128}, {"kv", 256}}}};  // FP8 D 64's two-consumer tile
     const RowVerdict v = verdict_of(match(facts_of(doc)), "sdpa_sm90_fp8");
     CHECK(v.field == "tiles");
-    CHECK(v.reason == "row sdpa_sm90_fp8: tile 128x256 not in {64x128, 128x128, 192x64} for head dims (128, 128)");
+    CHECK(v.reason == "row sdpa_sm90_fp8: tile 128x256 not in {64x128, 128x128, 192x96} for head dims (128, 128)");
   }
 }
 
@@ -360,11 +360,11 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   };
   // B1 H32 S16384: 21 waves of 192-row CTAs against 32 of 128 rows.
   const Decision long_seq = tile_of(shaped(1, 32, 16384, 128, false));
-  CHECK(long_seq.tile == TileShape{192, 64});
+  CHECK(long_seq.tile == TileShape{192, 96});
   CHECK(has(long_seq.tile_reason, "three consumer warpgroups: 2752 CTAs of 192 rows in 21 waves"));
   // B4 H32 S4096: 22 waves of 192 rows (the last row tile a third full) beat 32 of 128 at FP8 D 128's measured
   // 0.92 per row (the 192-row tile measured 0.962x the time on the H200, session 19).
-  CHECK(tile_of(shaped(4, 32, 4096, 128, false)).tile == TileShape{192, 64});
+  CHECK(tile_of(shaped(4, 32, 4096, 128, false)).tile == TileShape{192, 96});
   // B1 H132 S1024: 8 exact waves of 128-row CTAs; 6 waves of 192 rows (the last row tile a third full) cost more.
   const Decision whole_waves = tile_of(shaped(1, 132, 1024, 128, false));
   CHECK(whole_waves.tile == TileShape{128, 128});
@@ -373,9 +373,9 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   // latter measured 0.968x the time of two on the H200, session 21); B1 H1 S1024: six row tiles on 132 SMs, where the
   // heaviest CTA is the grid's time, 192 x 1024 pairs at 0.95 against two's 128 x 1024.
   const Decision causal = tile_of(shaped(1, 32, 16384, 128, true));
-  CHECK(causal.tile == TileShape{192, 64});
+  CHECK(causal.tile == TileShape{192, 96});
   CHECK(has(causal.tile_reason, "three consumer warpgroups: causal grid cost"));
-  CHECK(tile_of(shaped(4, 32, 4096, 128, true)).tile == TileShape{192, 64});
+  CHECK(tile_of(shaped(4, 32, 4096, 128, true)).tile == TileShape{192, 96});
   const Decision small_causal = tile_of(shaped(1, 1, 1024, 128, true));
   CHECK(small_causal.tile == TileShape{128, 128});
   CHECK(has(small_causal.tile_reason, "two consumer warpgroups: causal grid cost"));
@@ -399,7 +399,7 @@ TEST_CASE("the warp-specialized engine gives three consumers where the waves or 
   // Causal S 512 D 128: each of three consumers walks the keys up to its own rows' diagonal, which makes three the
   // cheaper grid (measured 0.884x the time of two).
   const Decision causal_512 = tile_of(shaped(32, 32, 512, 128, true));
-  CHECK(causal_512.tile == TileShape{192, 64});
+  CHECK(causal_512.tile == TileShape{192, 96});
   CHECK(has(causal_512.tile_reason, "three consumer warpgroups: causal grid cost"));
   // 16-bit inputs: the same rule; at D 64 128-key tiles (three 16-bit consumers have 160 registers).
   json bf16 = example_json("bf16_causal_sink");  // made B1 H32 S16384 D 64, no mask

@@ -37,7 +37,7 @@ struct Config {
   static_assert(!kQSplit || rime_sm90::q_split_fits(kDqk, kC), "Q in two E4M3 terms: see q_split_fits");
   static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   static constexpr int kTileQ = rime_sm90::tile_q(kC);
-  static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC);
+  static constexpr int kN = rime_sm90::tile_kv(kEB, kDqk, kC, kQSplit);
   static constexpr int kNT = kN / 8, kDT = kDv / 8;
   static constexpr int kRow = rime_sm90::row_bytes(kDqk * kEB);  // sub-tile row width of Q and K
   static constexpr int kSubs = kDqk * kEB / kRow;              // sub-tiles along d of Q and K
@@ -61,7 +61,7 @@ struct Config {
   static constexpr bool kMmaSums = kSumRows > 0 && (kFeatures & (RIME_F_STATS | RIME_F_SPLIT | RIME_F_AMAX_S)) == 0;
   static constexpr int kVtRows = kDv + kSumRows;  // rows of a V^T sub-tile (FP8): V's d, then the rows of ones
   static constexpr rime_sm90::Smem kSmem =
-      rime_sm90::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_sm90::kSmemLimit);
+      rime_sm90::smem(kEB, kDqk, kDv, kC, kFp8, kBlock > 0 && !kSplit, rime_sm90::kSmemLimit, kQSplit);
   static_assert((kFeatures & RIME_F_MX_INPUTS) == 0, "MXFP8 inputs run on sdpa_mma_mxfp8");
 
   // The ring (pipeline.cuh).

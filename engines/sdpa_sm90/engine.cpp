@@ -25,6 +25,8 @@ bool fp8_kernel(const Facts& f, int n_consumers) {
   return fp8_q(f) || (f.q16_over_fp8_kv() && rime_sm90::q_split_fits(static_cast<int>(f.D_qk), n_consumers));
 }
 int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
+// The FP8 kernel with a 16-bit Q in two E4M3 terms (config.cuh, kQSplit).
+bool q_split(const Facts& f, int n_consumers) { return f.q16_over_fp8_kv() && fp8_kernel(f, n_consumers); }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The inputs and head dim, for the tile's explanation; a 16-bit Q over FP8 K/V also says which of its two kernels
 // runs on n consumers.
@@ -133,13 +135,15 @@ ConsumerChoice consumers_of(const Facts& f, const CapabilityRow& row) {
 
 rime_sm90::Smem smem_of(const Facts& f, int n_consumers, bool split) {
   return rime_sm90::smem(elem_bytes(f, n_consumers), static_cast<int>(f.D_qk), static_cast<int>(f.D_v), n_consumers,
-                         fp8_kernel(f, n_consumers), f.o_block_scale != 0 && !split, rime_sm90::kSmemLimit);
+                         fp8_kernel(f, n_consumers), f.o_block_scale != 0 && !split, rime_sm90::kSmemLimit,
+                         q_split(f, n_consumers));
 }
 
 // The tile the kernel runs on n consumer warpgroups (layout.h): what the rows list must be this.
 TileShape layout_tile(const Facts& f, int n_consumers) {
   return {rime_sm90::tile_q(n_consumers),
-          rime_sm90::tile_kv(elem_bytes(f, n_consumers), static_cast<int>(f.D_qk), n_consumers)};
+          rime_sm90::tile_kv(elem_bytes(f, n_consumers), static_cast<int>(f.D_qk), n_consumers,
+                             q_split(f, n_consumers))};
 }
 
 // A 4-D TMA map over a [B, H, S, D] operand with logical strides (elements): (d, s, h, b), boxes of one
@@ -275,9 +279,11 @@ class SdpaSm90 final : public Engine {
   Status fill_params(const Facts& f, const Config& c, const Bindings& b, StageParams& out) const override {
     SdpaSm90Params w{};
     w.p = sdpa_params(f, c, b);
-    // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page (or one tile of a page larger
-    // than a tile); the kernel issues a tile's boxes from its page ids.
-    const int rows = f.paged ? static_cast<int>(std::min<int64_t>(f.page_size, c.decision.tile.kv)) : c.decision.tile.kv;
+    // Paged K/V: the maps span the pools, (d, slot, h, page), and a box is one page, or the part of a page
+    // (layout.h, paged_box_log2) that a tile is whole boxes of; the kernel issues a tile's boxes from its page ids.
+    const int rows = f.paged ? 1 << rime_sm90::paged_box_log2(engines::page_size_log2(f.page_size),
+                                                               c.decision.tile.kv)
+                             : c.decision.tile.kv;
     Status s = encode_map(w.k_map, f.k(), b.kv, false, b.of(Role::K), rows, f.paged, "cuTensorMapEncodeTiled(K)");
     if (!s.ok()) return s;
     s = encode_map(w.v_map, f.v(), b.kv, true, b.of(Role::V), rows, f.paged, "cuTensorMapEncodeTiled(V)");

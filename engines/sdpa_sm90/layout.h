@@ -51,6 +51,9 @@ constexpr int kProducerRegs = 56;
 // FP8 D 256 on two consumers (128-key tiles) keeps 24: each consumer takes 240 for O (128 registers), S of 128 keys
 // (64) and P, which at 232 spilled and serialized its wgmmas; the producer's transpose is written for 24
 // (transpose_v_tile_d256).
+// FP8 D_v 128 on three consumers keeps 32 (FlashAttention 3's split beside three): its transpose is written for
+// it (transpose_v_tile_rows128; transpose_v_tile spilled 36 bytes at 32), and each consumer's 160 hold S of 96 keys
+// (ptxas 13.0: no spills; at 96 keys beside a producer of 56, 60 bytes). A 16-bit Q in two E4M3 terms keeps 56.
 // FP8 D 96 on two consumers keeps 64: at 56 its transpose (six units of 32-byte-row sub-tiles a warp) spilled 12
 // bytes of hoisted addresses (ptxas 13.0); its consumers' 216 hold O of 48 registers beside S of 128 keys.
 // A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
@@ -59,6 +62,7 @@ constexpr int kProducerRegs = 56;
 RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false, int d_v = 0) {
   return n_consumers == 1 && fp8 ? (q_split ? 64 : 72)
          : n_consumers == 3 && !fp8 ? 32
+         : n_consumers == 3 && fp8 && d_v == 128 && !q_split ? 32
          : n_consumers == 2 && fp8 && d_v == 256 ? 24
          : n_consumers == 2 && fp8 && d_v == 96  ? 64
                                                 : kProducerRegs;
@@ -89,12 +93,15 @@ constexpr int kStages = 2;
 // of 24: 0.86x the time of 64-key tiles on the bench row, docs/perf-history.md, "Measured: FP8 D 256 on 128 x 128
 // tiles") and 64 16-bit ones (16-bit K and V stages of 128 keys would not fit shared memory); 128 otherwise (192 keys
 // for FP8 D 128 measured 2-7% slower than 128: docs/perf-history.md, "Kernel versions: prediction and result", v10).
+// Three consumers: 96 FP8 keys at D 128 (O of 64 registers, S of 96 in 48; the fixed work of a tile, ~80
+// instructions a warp, then comes per 96 keys instead of 64), 64 for a 16-bit Q in two E4M3 terms (its second term,
+// 16 registers, beside S of 96 keys spilled 244 bytes) and the other head dims, 128 at D 64.
 // One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
 // beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
 // at D 128, so that two CTAs fit the SM's shared memory (128 keys would take 145 KB a CTA at D 128, one CTA per SM).
-RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers) {
+RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers, bool q_split = false) {
   return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)
-         : n_consumers == 3 ? (d == 64 ? 128 : 64)
+         : n_consumers == 3 ? (d == 64 ? 128 : elem_bytes == 1 && d == 128 && !q_split ? 96 : 64)
          : d == 256                         ? (elem_bytes == 1 ? 128 : 64)
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;
@@ -108,8 +115,12 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
   return fp8 && n_consumers > 1 && d_v <= 128 ? 8 : 0;
 }
 
-// floor(log2(x)) for x >= 1: a paged tile's box is min(page_size, tile_kv) keys, both powers of two.
-RIME_HOST_DEVICE constexpr int log2_floor(int x) { return x > 1 ? 1 + log2_floor(x / 2) : 0; }
+// A paged tile's TMA box: min(page_size, the largest power of two dividing tile_kv) keys (96-key tiles: boxes of at
+// most 32), so that a tile is whole boxes and no box crosses a page (page sizes are powers of two).
+RIME_HOST_DEVICE constexpr int box_log2_cap(int tile_kv) { return tile_kv % 2 == 0 ? 1 + box_log2_cap(tile_kv / 2) : 0; }
+RIME_HOST_DEVICE constexpr int paged_box_log2(int page_size_log2, int tile_kv) {
+  return page_size_log2 < box_log2_cap(tile_kv) ? page_size_log2 : box_log2_cap(tile_kv);
+}
 
 // The width of a shared-memory sub-tile row and its swizzle: operands are stored as sub-tiles of rows of
 // `row_bytes`, the TMA box width: the widest of 128, 64 and 32 that divides the operand's rows (FP8 D 64 and
@@ -131,9 +142,9 @@ struct Smem {
 };
 RIME_HOST_DEVICE constexpr int align1024(int x) { return (x + 1023) / 1024 * 1024; }
 RIME_HOST_DEVICE constexpr Smem smem(int elem_bytes, int d_qk, int d_v, int n_consumers, bool fp8, bool block_scaled_o,
-                                     int smem_limit) {
+                                     int smem_limit, bool q_split = false) {
   Smem s{};
-  const int n = tile_kv(elem_bytes, d_qk, n_consumers);
+  const int n = tile_kv(elem_bytes, d_qk, n_consumers, q_split);
   s.k_stage_bytes = n * d_qk * elem_bytes;
   s.v_stage_bytes = n * d_v * elem_bytes;
   s.vt_stage_bytes = fp8 ? (d_v + vt_sum_rows(fp8, d_v, n_consumers)) * n : 0;

@@ -48,10 +48,12 @@ template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
   if constexpr (kIn == RIME_T_E4M3) {
     if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e4m3(s, a, b, acc);
+    else if constexpr (kN == 96) wgmma_ss_m64n96_e4m3_e4m3(s, a, b, acc);
     else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e4m3(s, a, b, acc);
     else wgmma_ss_m64n128_e4m3_e4m3(s, a, b, acc);
   } else if constexpr (kIn == RIME_T_E5M2) {
     if constexpr (kN == 64) wgmma_ss_m64n64_e5m2_e5m2(s, a, b, acc);
+    else if constexpr (kN == 96) wgmma_ss_m64n96_e5m2_e5m2(s, a, b, acc);
     else if constexpr (kN == 256) wgmma_ss_m64n256_e5m2_e5m2(s, a, b, acc);
     else wgmma_ss_m64n128_e5m2_e5m2(s, a, b, acc);
   } else if constexpr (kIn == RIME_T_BF16) {
@@ -68,6 +70,7 @@ template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk_hi(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
   if constexpr (kIn == RIME_T_E4M3) wgmma_qk<kIn, kN>(s, a, b, acc);
   else if constexpr (kN == 64) wgmma_ss_m64n64_e4m3_e5m2(s, a, b, acc);
+  else if constexpr (kN == 96) wgmma_ss_m64n96_e4m3_e5m2(s, a, b, acc);
   else if constexpr (kN == 256) wgmma_ss_m64n256_e4m3_e5m2(s, a, b, acc);
   else wgmma_ss_m64n128_e4m3_e5m2(s, a, b, acc);
 }

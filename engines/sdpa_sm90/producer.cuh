@@ -67,7 +67,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
   constexpr bool kPagedKv = (kFeatures & RIME_F_PAGED) != 0;
   constexpr int kMaxBoxes = kPagedKv ? kN / 16 : 1;
   static_assert(kMaxBoxes <= 32, "a lane of the issuing warp holds one box's page id");
-  const int box_log2 = kPagedKv ? min(p.page_size_log2, rime_sm90::log2_floor(kN)) : 0;
+  const int box_log2 = kPagedKv ? rime_sm90::paged_box_log2(p.page_size_log2, kN) : 0;
   const int* page_row = kPagedKv ? p.page_table + i64(b) * p.page_table_stride : nullptr;
   // Paged: the whole first warp issues; lane q loads box q's page id (all of a tile's ids in flight at once,
   // one register each: held by one thread they spilled under the producer's 56 registers), and lane 0 issues
@@ -170,6 +170,9 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
       // opaque lane (transpose_v_tile) where the producer's tile chain binds.
       if constexpr (kDv == 256 && kN == 128)
         transpose_v_tile_d256<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
+            sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
+      else if constexpr (rime_sm90::producer_regs(kC, kFp8, Cfg::kQSplit, kDv) == 32)
+        transpose_v_tile_rows128<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
             sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
       else
         transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(

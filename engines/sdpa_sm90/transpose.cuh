@@ -128,5 +128,54 @@ __device__ __forceinline__ void transpose_v_tile_d256(const u8* sv, u8* svt, int
   }
 }
 
+// The same transpose for V rows of 128 bytes (FP8 D_v 128: one V sub-tile) within the 32 registers a producer
+// keeps beside three consumers of 160, on tiles of any whole number of 16-key groups (96 keys: V^T sub-tiles of
+// 32-byte rows, three along the keys). As in transpose_v_tile_d256, each warp's units share one load base and one
+// store base, from which a unit's addresses differ by immediates, so that nothing per unit is held across the tile
+// loop: with the four warps of a dense producer, warp w takes d block w over every key group; with three (paged:
+// the fourth issues), warp w takes key groups w, w + 3, ... of every d block where they divide (96 keys).
+template <int kDv, int kRowV, int kN, int kWarps, int kVtRows>
+__device__ __forceinline__ void transpose_v_tile_rows128(const u8* sv, u8* svt, int ptid, int kv_end) {
+  static_assert(kRowV == 128 && kDv % 32 == 0 && kDv <= 128 && kN % 16 == 0, "one V sub-tile of 128-byte rows");
+  constexpr int kBlocks = kDv / 32, kGroups = kN / 16, kVtRow = rime_sm90::row_bytes(kN);
+  constexpr int kChunks = kVtRow / 16, kVtSub = kVtRows * kVtRow;  // key groups per V^T row; bytes per V^T sub-tile
+  constexpr bool kByBlock = kBlocks == kWarps;
+  const int lane = ptid % 32, warp = ptid / 32;
+  const int m = lane / 8, r = lane % 8, c = lane / 4, q = lane % 4;
+  const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
+  // Load: row (m & 1) * 8 + r of key group 0, chunk 2 b + (m >> 1) of d block b, swizzled by r (transpose_v_tile_d256).
+  const u32 ld = smem_addr(sv) + ((m & 1) * 8 + r) * kRowV + (((m >> 1) ^ r) << 4);
+  // Store: V^T row st_d of d block 0, chunk 0 of sub-tile 0, swizzled by the row; key group g is chunk g % kChunks
+  // of sub-tile g / kChunks (a sub-tile's size keeps the swizzle's address bits: 136 rows of 32 bytes = 34 x 128).
+  const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
+  const u32 st = smem_addr(svt) + u32(swz<kVtRow>(st_d, 0));
+  const bool last = kv_end < kN;
+  auto unit = [&](int b, int g) {
+    u32 keep = ~0u;
+    if (last) {
+      const int lim = kv_end - g * 16;
+      keep = (2 * q < lim ? 0xFFu : 0u) | (2 * q + 1 < lim ? 0xFF00u : 0u) | (8 + 2 * q < lim ? 0xFF0000u : 0u) |
+             (9 + 2 * q < lim ? 0xFF000000u : 0u);
+    }
+    u32 v[4];
+    ldmatrix_x4_trans(v, (ld ^ u32((b % 4) << 5)) + u32(g * 16 * kRowV));
+    const u32 w[4] = {__byte_perm(v[0], v[1], sel_lo) & keep, __byte_perm(v[0], v[1], sel_hi) & keep,
+                      __byte_perm(v[2], v[3], sel_lo) & keep, __byte_perm(v[2], v[3], sel_hi) & keep};
+    stmatrix_x4((st + u32(b * 32 * kVtRow + (g / kChunks) * kVtSub)) ^ u32((g % kChunks) << 4), w);
+  };
+  if constexpr (kByBlock) {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) unit(warp, g);
+  } else if constexpr (kGroups % kWarps == 0) {
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < kGroups / kWarps; ++i) unit(b, warp + kWarps * i);
+  } else {  // three warps over four key groups (64-key tiles, paged): units dealt round-robin, each derived in turn
+#pragma unroll 1
+    for (int u = warp; u < kBlocks * kGroups; u += kWarps) unit(u / kGroups, u % kGroups);
+  }
+}
+
 }  // namespace sm90
 }  // namespace rime_dev
