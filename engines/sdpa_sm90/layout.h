@@ -11,9 +11,9 @@ namespace rime_sm90 {
 // picks the count per graph (engine.cpp). A third consumer gives every scheduler a second warp with softmax work
 // (ncu of the two-consumer kernel found the FP8 D 128 consumers latency-bound in their softmax: 0.64 eligible
 // warps per scheduler, docs/perf-history.md, "Kernel versions: prediction and result", the v10 profile); it leaves
-// each consumer 152 registers (160 beside a 16-bit producer, below), which hold O (64 for D_v 128), S of 64 keys (32)
-// and P, so three consumers take 64-key tiles (128 at D 64, whose O is
-// 32 registers). D_v 256 (O of 128 registers) keeps two.
+// each consumer 152-160 registers (producer_regs, below), which hold O (64 for D_v 128), S (32 registers for 64 keys)
+// and P, so three consumers take 64- or 96-key tiles (128 at D 64, whose O is 32 registers; tile_kv).
+// D_v 256 (O of 128 registers) keeps two.
 RIME_HOST_DEVICE constexpr bool three_consumers_fit(int d_qk, int d_v) { return d_qk <= 192 && d_v <= 128; }
 // A 16-bit Q over FP8 K/V runs the FP8 kernel with Q split into two E4M3 terms where Q's second term fits the
 // consumer's registers: D_qk up to 128, but not D 64 on two consumers, whose 256-key tile's S (128 registers)
