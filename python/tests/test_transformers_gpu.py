@@ -162,6 +162,10 @@ def test_right_padding_gives_each_sequence_its_own_logits():
 
 
 def test_a_static_cache_under_cuda_graphs_decodes_as_eager_with_constant_plans():
+    # generate compiles the decode step of a StaticCache itself (compile_config, mode "reduce-overhead": CUDA graphs)
+    # and runs the prefill eagerly; disable_compile keeps every step eager. (A model.forward compiled by hand compiles
+    # the prefill too, whose cache tensors are then a CUDA graph's outputs: transformers' StaticLayer warns against
+    # it, and torch's cudagraph trees refuse the next step's in-place update of them.)
     config = small("llama-d128")
     model = model_of(config, "rime")
     ids, mask = left_padded([45, 12])
@@ -169,10 +173,11 @@ def test_a_static_cache_under_cuda_graphs_decodes_as_eager_with_constant_plans()
     plans_after_warmup = rime.torch.plan_count()
     with torch.no_grad():
         eager = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
-                               cache_implementation="static")
-        model.forward = torch.compile(model.forward, fullgraph=True, mode="reduce-overhead")
+                               cache_implementation="static", disable_compile=True)
         compiled = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
-                                  cache_implementation="static")
+                                  cache_implementation="static",
+                                  compile_config=transformers.CompileConfig(fullgraph=True, mode="reduce-overhead"))
+    assert getattr(model, "_compiled_call", None) is not None  # the decode steps ran compiled
     assert torch.equal(eager, compiled)
     assert rime.torch.plan_count() == plans_after_warmup  # warmup made every plan the two generates used
 
