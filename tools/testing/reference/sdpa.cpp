@@ -59,6 +59,44 @@ double mx_scale(const Graph& g, const HostTensors& t, Role role, int64_t b, int6
                                                       f8_128x4_offset(r, c, d.dims[3]))]);
 }
 
+// K or V of batch b, kv head h_kv, as a row reads it: the operand, its bytes, its MXFP8 scales and the page table
+// looked up once, so that an element costs its offset and its decode. (Looked up per element, the descriptors and
+// the tensors' map took most of the reference's time, and the reference most of the GPU tier's.) The values are
+// those of kv_offset and mx_scale: key j's elements lie strides[3] apart from element (j, 0).
+class KvReader {
+ public:
+  KvReader(const Graph& g, const Facts& f, const HostTensors& t, Role role, const SeqExtent& e, int64_t b,
+           int64_t h_kv)
+      : g_(g), f_(f), t_(t), kv_(*g.operand(role)), data_(t.at(kv_.uid).data()), e_(e), b_(b), h_kv_(h_kv),
+        is_v_(role == Role::V) {
+    if (f.is_mxfp8) {
+      sf_ = g.operand(is_v_ ? Role::SfV : Role::SfK);
+      sf_data_ = t.at(sf_->uid).data() + b * sf_->strides[0] + h_kv * sf_->strides[1];
+    }
+  }
+  // The element offset of key j's first element.
+  int64_t key(int64_t j) const { return kv_offset(g_, f_, t_, kv_, e_, b_, h_kv_, j, 0); }
+  // Element d of key j, `at` its key(j), with its MXFP8 scale applied.
+  double value(int64_t at, int64_t j, int64_t d) const {
+    double x = load_element(kv_.dtype, data_, at + d * kv_.strides[3]);
+    if (sf_) x *= decode_ue8m0(sf_data_[static_cast<size_t>(is_v_ ? f8_128x4_offset(d, j / 32, sf_->dims[3])
+                                                                  : f8_128x4_offset(j, d / 32, sf_->dims[3]))]);
+    return x;
+  }
+
+ private:
+  const Graph& g_;
+  const Facts& f_;
+  const HostTensors& t_;
+  const TensorDesc& kv_;
+  const uint8_t* data_;
+  SeqExtent e_;
+  int64_t b_, h_kv_;
+  bool is_v_;
+  const TensorDesc* sf_ = nullptr;
+  const uint8_t* sf_data_ = nullptr;
+};
+
 }  // namespace
 
 SeqExtent q_extent(const Graph& g, const Facts& f, const HostTensors& t, int64_t b) {
@@ -109,8 +147,8 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
   out.live = i >= 0 && i < qe.length;
   if (!out.live) return out;
   const SeqExtent ke = out.kv = kv_extent(g, f, t, b);
-  const TensorDesc &q = *g.operand(Role::Q), &k = *g.operand(Role::K);
-  const uint8_t *qb = t.at(q.uid).data(), *kb = t.at(k.uid).data();
+  const TensorDesc& q = *g.operand(Role::Q);
+  const uint8_t* qb = t.at(q.uid).data();
   const int64_t h_kv = h / f.group;
   const double scale = static_cast<double>(f.attn_scale) * descale(g, t, Role::DescaleQ, b, h_kv) *
                        descale(g, t, Role::DescaleK, b, h_kv);
@@ -127,27 +165,16 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
     qrow[d] = load_element(q.dtype, qb, seq_offset(q, qe, h, i, d));
     if (mx) qrow[d] *= mx_scale(g, t, Role::SfQ, b, h, i, d / 32);
   }
+  const KvReader kr(g, f, t, Role::K, ke, b, h_kv);
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;
-    for (int64_t d = 0; d < f.D_qk; ++d) {
-      double kv = load_element(k.dtype, kb, kv_offset(g, f, t, k, ke, b, h_kv, j, d));
-      if (mx) kv *= mx_scale(g, t, Role::SfK, b, h_kv, j, d / 32);
-      dot += qrow[d] * kv;
-    }
+    const int64_t at = kr.key(j);
+    for (int64_t d = 0; d < f.D_qk; ++d) dot += qrow[d] * kr.value(at, j, d);
     // SPEC section 2: soft-capping acts on the scaled logit, before the sink and the max.
     out.s.push_back(f.logit_softcap > 0 ? f.logit_softcap * std::tanh(scale * dot / f.logit_softcap) : scale * dot);
     out.js.push_back(j);
   }
   return out;
-}
-
-// V[j, d] with its MXFP8 scale applied.
-double v_value(const Graph& g, const Facts& f, const HostTensors& t, const SeqExtent& e, int64_t b, int64_t h_kv,
-               int64_t j, int64_t d) {
-  const TensorDesc& v = *g.operand(Role::V);
-  double x = load_element(v.dtype, t.at(v.uid).data(), kv_offset(g, f, t, v, e, b, h_kv, j, d));
-  if (f.is_mxfp8) x *= mx_scale(g, t, Role::SfV, b, h_kv, d, j / 32);
-  return x;
 }
 
 }  // namespace
@@ -167,9 +194,11 @@ RowResult attention_row(const Graph& g, const Facts& f, const HostTensors& t, in
   if (m == kNegInf) return r;  // every key masked, no sink: O = 0, LSE = -inf
   double l = rs.sink != kNegInf ? std::exp(rs.sink - m) : 0.0;
   for (double x : rs.s) l += std::exp(x - m);
+  const KvReader vr(g, f, t, Role::V, rs.kv, b, h_kv);
   for (size_t n = 0; n < rs.s.size(); ++n) {
     const double p = std::exp(rs.s[n] - m) / l;
-    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * v_value(g, f, t, rs.kv, b, h_kv, rs.js[n], d);
+    const int64_t j = rs.js[n], at = vr.key(j);
+    for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p * vr.value(at, j, d);
   }
   for (double& x : r.o) x *= rs.descale_v;
   r.lse = m + std::log(l);
@@ -185,7 +214,7 @@ RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors&
   const RowScores rs = row_scores(g, f, t, b, h, i, nullptr);
   r.live = rs.live;
   if (!r.live) return r;
-  const int64_t h_kv = h / f.group;
+  const KvReader vr(g, f, t, Role::V, rs.kv, b, h / f.group);
   double m_run = kNegInf, l = 0;
   for (size_t first = 0; first < rs.s.size();) {
     // One KV tile: the row's keys in [tile * kv_tile, (tile + 1) * kv_tile).
@@ -205,7 +234,8 @@ RowResult attention_row_fp8_p(const Graph& g, const Facts& f, const HostTensors&
       const float hi = static_cast<float>(decode_e4m3(encode_e4m3(x)));
       const double lo = p_terms == 2 ? decode_e4m3(encode_e4m3(static_cast<float>((x - hi) * 16.f))) / 16.0 : 0.0;
       const double p_held = (hi + lo) / 448.0;
-      for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * v_value(g, f, t, rs.kv, b, h_kv, rs.js[n], d);
+      const int64_t j = rs.js[n], at = vr.key(j);
+      for (int64_t d = 0; d < f.D_v; ++d) r.o[d] += p_held * vr.value(at, j, d);
     }
     m_run = m_new;
     first = last;
