@@ -15,9 +15,9 @@
 //
 // A CTA owns 64, 128 or 192 packed rows of one (batch, kv head) (GQA packs the q heads of a kv head into rows, as
 // in the other engines) and is one producer and kC = 1, 2 or 3 consumer warpgroups (one: two CTAs per SM). Registers
-// after setmaxnreg (layout.h): the producer 56 (72 beside one FP8 consumer, 32 beside three 16-bit ones, 24 beside
-// two FP8 D 256 ones); a consumer 184 (one FP8), 224 (two), 240 (two FP8 D 256), 152 (three FP8) or 160 (three
-// 16-bit).
+// after setmaxnreg (layout.h): the producer 56 (72 beside one FP8 consumer, 32 beside three 16-bit ones or three
+// FP8 ones of D_v 128, 24 beside two FP8 D 256 ones); a consumer 184 (one FP8), 224 (two), 240 (two FP8 D 256), 160
+// (three beside a producer of 32) or 152 (three beside one of 56).
 // Masked grids (without per-batch lengths) run their partial row tile first, so that it is the lightest.
 // Q is loaded by each consumer for its own rows with cp.async into the same swizzled layout the TMA writes for
 // K. Shared-memory operands are stored as sub-tiles of rows of 128 bytes (64 for FP8 D 64) with the matching TMA /
