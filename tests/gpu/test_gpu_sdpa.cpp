@@ -459,6 +459,7 @@ static unsigned per_head_descales_choice(uint64_t seed) {
 struct PagedDraw {
   DataType in = DataType::FP8_E4M3, q_type = DataType::FP8_E4M3;  // K/V, and Q (a 16-bit Q over FP8 K/V)
   int64_t B = 1, H_kv = 1, group = 1, S_q = 1, D = 128, page = 16, max_pages = 1, num_pages = 1;
+  int64_t D_v = 0;                 // V's and O's head dim where it differs from D (Q's and K's): 0 for D
   bool token_major_pages = false;  // pools stored [num_pages, page_size, H_kv, D]
   int mask = 0;                    // 0 none, 1 causal bottom-right, 2 and a window of 40
   int split = 1;
@@ -466,7 +467,8 @@ struct PagedDraw {
   unsigned per_head = 0;          // FP8: descales per (batch, kv head), test::kPerHeadQ / K / V
   std::string what(int i) const {
     return fmt::format("draw {}: {} (Q {}) B{} H{}/{} S_q {} D{} pages {}x{} ({} in pool, {}) mask {} split {}{}{}", i,
-                       to_string(in), to_string(q_type), B, H_kv * group, H_kv, S_q, D, max_pages, page, num_pages,
+                       to_string(in), to_string(q_type), B, H_kv * group, H_kv, S_q,
+                       D_v ? fmt::format("{}/{}", D, D_v) : fmt::format("{}", D), max_pages, page, num_pages,
                        token_major_pages ? "NHD" : "HND", mask, split,
                        tile ? fmt::format(" tile {}x{}", tile->q, tile->kv) : std::string(), test::per_head_text(per_head));
   }
@@ -478,12 +480,15 @@ struct PagedDraw {
     SdpaAttributes a = draw_attributes(true, split, mask, 40);
     a.tile = tile;
     const int64_t S_kv = max_pages * page;
-    std::vector<int64_t> pool_dims = {num_pages, H_kv, page, D}, pool_strides;
-    if (token_major_pages) pool_strides = {page * H_kv * D, D, H_kv * D, 1};
+    const int64_t dv = D_v ? D_v : D;
+    auto pool_dims = [&](int64_t d) { return std::vector<int64_t>{num_pages, H_kv, page, d}; };
+    auto pool_strides = [&](int64_t d) {
+      return token_major_pages ? std::vector<int64_t>{page * H_kv * d, d, H_kv * d, 1} : std::vector<int64_t>{};
+    };
     const int64_t q = add("Q", {B, H_q, S_q, D}, q_type);
-    const int64_t k = paged ? add("K", pool_dims, in, false, pool_strides) : add("K", {B, H_kv, S_kv, D}, in);
-    const int64_t v = paged ? add("V", pool_dims, in, false, pool_strides) : add("V", {B, H_kv, S_kv, D}, in);
-    const int64_t o = add("O", {B, H_q, S_q, D}, fp8 ? DataType::BF16 : in, true);
+    const int64_t k = paged ? add("K", pool_dims(D), in, false, pool_strides(D)) : add("K", {B, H_kv, S_kv, D}, in);
+    const int64_t v = paged ? add("V", pool_dims(dv), in, false, pool_strides(dv)) : add("V", {B, H_kv, S_kv, dv}, in);
+    const int64_t o = add("O", {B, H_q, S_q, dv}, fp8 ? DataType::BF16 : in, true);
     const int64_t stats = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
     const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
     // The table takes a uid of its own, so that every other tensor has the same uid in both graphs (the dense
@@ -620,6 +625,7 @@ TEST_CASE("paged K/V against the CPU reference and the dense plan", "[gpu][paged
 TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
   const int n = test::tier_draws("RIME_GPU_SM90_PAGED_DRAWS", 24, 6);
   std::vector<PagedDraw> draws;
+  int mla_candidates = 0, mla_drawn = 0;
   for (int i = 0; i < n; ++i) {
     Picker pick(33000 + i);
     PagedDraw d;
@@ -643,16 +649,20 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
     const bool fp8 = d.in == DataType::FP8_E4M3 || d.in == DataType::FP8_E5M2;
     d.D = test::model_head_dim(33000 + i, d.D, !fp8);
     const int64_t tile_pick = Picker(33500 + i)({0, 1, 2});
-    if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D, 3);
+    // Every other FP8 D 128 draw pinned to three consumers, the first included, takes D_qk 192 / D_v 128 (MLA-style)
+    // instead: 64-key tiles whose four key groups the three transposing warps of a paged producer share round-robin
+    // (transpose_v_tile_rows128's third form).
+    if (tile_pick == 1 && fp8 && d.D == 128 && mla_candidates++ % 2 == 0) d.D = 192, d.D_v = 128, ++mla_drawn;
+    if (tile_pick == 1) d.tile = test::sm90_tile(fp8, d.D, d.D_v ? d.D_v : d.D, 3);
     if (tile_pick == 2) d.tile = test::sm90_tile(fp8, d.D, d.D, 1);
     d.per_head = fp8 ? per_head_descales_choice(33700 + i) : 0u;
     draws.push_back(d);
   }
   PagedTally tally;
   run_paged_draws(draws, 43000, tally, "sdpa_sm90");
-  fmt::print("warp-specialized paged draws: {} drawn, {} on the engine, {} passed against the reference; {} ran on "
-             "the dense plan's engine, {} of them byte-identical to it\n",
-             n, tally.run, tally.passed, tally.same_engine, tally.identical);
+  fmt::print("warp-specialized paged draws: {} drawn ({} of D_qk 192 / D_v 128), {} on the engine, {} passed against the "
+             "reference; {} ran on the dense plan's engine, {} of them byte-identical to it\n",
+             n, mla_drawn, tally.run, tally.passed, tally.same_engine, tally.identical);
   CHECK(tally.run == n);  // every draw is one the engine serves
 }
 
