@@ -78,38 +78,32 @@ uint32_t encode(const Mini& f, double x) {
 
 // Every value of an 8- or 16-bit format, decoded once: the reference decodes each input element of a row per row,
 // and ldexp per element was most of its time.
-template <size_t kCount, class Decode>
-std::vector<double> table_of(Decode decode_bits) {
-  std::vector<double> t(kCount);
-  for (size_t i = 0; i < kCount; ++i) t[i] = decode_bits(static_cast<uint32_t>(i));
-  return t;
+template <const Mini& kFormat, size_t kCount>
+double decode_by_table(uint32_t bits) {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(kCount);
+    for (size_t i = 0; i < kCount; ++i) t[i] = decode(kFormat, static_cast<uint32_t>(i));
+    return t;
+  }();
+  return table[bits];
 }
 
 }  // namespace
 
-double decode_e4m3(uint8_t b) {
-  static const std::vector<double> t = table_of<256>([](uint32_t i) { return decode(kE4M3, i); });
-  return t[b];
-}
-double decode_e5m2(uint8_t b) {
-  static const std::vector<double> t = table_of<256>([](uint32_t i) { return decode(kE5M2, i); });
-  return t[b];
-}
+double decode_e4m3(uint8_t b) { return decode_by_table<kE4M3, 256>(b); }
+double decode_e5m2(uint8_t b) { return decode_by_table<kE5M2, 256>(b); }
 double decode_e2m1(uint8_t n) { return decode(kE2M1, n & 0xF); }
 double decode_ue8m0(uint8_t b) {
-  static const std::vector<double> t = table_of<256>([](uint32_t i) {
-    return i == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(i) - 127);
-  });
-  return t[b];
+  static const std::vector<double> table = [] {
+    std::vector<double> t(256);
+    for (int i = 0; i < 256; ++i)
+      t[i] = i == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, i - 127);
+    return t;
+  }();
+  return table[b];
 }
-double decode_fp16(uint16_t b) {
-  static const std::vector<double> t = table_of<65536>([](uint32_t i) { return decode(kF16, i); });
-  return t[b];
-}
-double decode_bf16(uint16_t b) {
-  static const std::vector<double> t = table_of<65536>([](uint32_t i) { return decode(kBF16, i); });
-  return t[b];
-}
+double decode_fp16(uint16_t b) { return decode_by_table<kF16, 65536>(b); }
+double decode_bf16(uint16_t b) { return decode_by_table<kBF16, 65536>(b); }
 
 uint8_t encode_e4m3(double x) { return static_cast<uint8_t>(encode(kE4M3, x)); }
 uint8_t encode_e5m2(double x) { return static_cast<uint8_t>(encode(kE5M2, x)); }
