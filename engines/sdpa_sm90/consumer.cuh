@@ -325,8 +325,9 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   // Three consumers: the KV tiles this consumer's own rows see, n_live (<= n_tiles, those of the CTA). Past them it
   // only keeps its turns and its arrivals on the ring's barriers (ghost turns, below): a consumer of the partial
   // row tile with no existing rows (0), and under a causal mask the first two consumers' tiles past their own
-  // diagonal (the 128 and 64 rows below the last consumer's, in KV tiles). The CTA lasts as long as its longest consumer's chain, which runs
-  // faster beside fewer working consumers. Two consumers keep their code (its SASS is sensitive: kTurnBar).
+  // diagonal (their rows end 128 and 64 rows before the last consumer's: 2 and 1 tiles of 64 keys per CTA). The CTA
+  // lasts as long as its longest consumer's chain, which runs faster beside fewer working consumers. Two consumers
+  // keep their code (its SASS is sensitive: kTurnBar).
   int n_live = n_tiles;
   if constexpr (kC == 3) {
     const int c0 = row0 + cw * 64;
