@@ -117,7 +117,9 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
 
 // A paged tile's TMA box: min(page_size, the largest power of two dividing tile_kv) keys (96-key tiles: boxes of at
 // most 32), so that a tile is whole boxes and no box crosses a page (page sizes are powers of two).
-RIME_HOST_DEVICE constexpr int box_log2_cap(int tile_kv) { return tile_kv % 2 == 0 ? 1 + box_log2_cap(tile_kv / 2) : 0; }
+RIME_HOST_DEVICE constexpr int box_log2_cap(int tile_kv) {
+  return tile_kv % 2 == 0 ? 1 + box_log2_cap(tile_kv / 2) : 0;
+}
 RIME_HOST_DEVICE constexpr int paged_box_log2(int page_size_log2, int tile_kv) {
   return page_size_log2 < box_log2_cap(tile_kv) ? page_size_log2 : box_log2_cap(tile_kv);
 }

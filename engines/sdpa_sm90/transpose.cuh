@@ -143,7 +143,8 @@ __device__ __forceinline__ void transpose_v_tile_rows128(const u8* sv, u8* svt, 
   const int lane = ptid % 32, warp = ptid / 32;
   const int m = lane / 8, r = lane % 8, c = lane / 4, q = lane % 4;
   const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
-  // Load: row (m & 1) * 8 + r of key group 0, chunk 2 b + (m >> 1) of d block b, swizzled by r (transpose_v_tile_d256).
+  // Load: row (m & 1) * 8 + r of key group 0, chunk 2 b + (m >> 1) of d block b, swizzled by r (as in
+  // transpose_v_tile_d256).
   const u32 ld = smem_addr(sv) + ((m & 1) * 8 + r) * kRowV + (((m >> 1) ^ r) << 4);
   // Store: V^T row st_d of d block 0, chunk 0 of sub-tile 0, swizzled by the row; key group g is chunk g % kChunks
   // of sub-tile g / kChunks (a sub-tile's size keeps the swizzle's address bits: 136 rows of 32 bytes = 34 x 128).

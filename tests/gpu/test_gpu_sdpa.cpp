@@ -487,7 +487,8 @@ struct PagedDraw {
     };
     const int64_t q = add("Q", {B, H_q, S_q, D}, q_type);
     const int64_t k = paged ? add("K", pool_dims(D), in, false, pool_strides(D)) : add("K", {B, H_kv, S_kv, D}, in);
-    const int64_t v = paged ? add("V", pool_dims(dv), in, false, pool_strides(dv)) : add("V", {B, H_kv, S_kv, dv}, in);
+    const int64_t v =
+        paged ? add("V", pool_dims(dv), in, false, pool_strides(dv)) : add("V", {B, H_kv, S_kv, dv}, in);
     const int64_t o = add("O", {B, H_q, S_q, dv}, fp8 ? DataType::BF16 : in, true);
     const int64_t stats = add("Stats", {B, H_q, S_q, 1}, DataType::FP32, true);
     const int64_t lq = add("seq_len_q", {B}, DataType::INT32), lkv = add("seq_len_kv", {B}, DataType::INT32);
@@ -660,8 +661,8 @@ TEST_CASE("paged K/V on the warp-specialized engine", "[gpu][sm90_paged]") {
   }
   PagedTally tally;
   run_paged_draws(draws, 43000, tally, "sdpa_sm90");
-  fmt::print("warp-specialized paged draws: {} drawn ({} of D_qk 192 / D_v 128), {} on the engine, {} passed against the "
-             "reference; {} ran on the dense plan's engine, {} of them byte-identical to it\n",
+  fmt::print("warp-specialized paged draws: {} drawn ({} of D_qk 192 / D_v 128), {} on the engine, {} passed "
+             "against the reference; {} ran on the dense plan's engine, {} of them byte-identical to it\n",
              n, mla_drawn, tally.run, tally.passed, tally.same_engine, tally.identical);
   CHECK(tally.run == n);  // every draw is one the engine serves
 }
