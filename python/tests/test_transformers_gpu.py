@@ -1,8 +1,8 @@
 """rime.transformers on the GPU (skipped, with the reason, without torch, transformers or a GPU): small models from
 random configs (no downloads) run with attn_implementation="rime" against sdpa (or eager, for gpt-oss, which has no
 sdpa path) in the same process: every layer's hidden states of a left-padded batch, greedy generate of left-padded
-prompts against each prompt alone, a StaticCache under torch.compile(mode="reduce-overhead") against eager, and the
-plans a generate makes."""
+prompts against each prompt alone and a StaticCache under torch.compile(mode="reduce-overhead") against eager (their
+logits step by step up to the first token that parts, which only a near-tie may), and the plans a generate makes."""
 import pytest
 
 import rime
@@ -137,17 +137,41 @@ def test_gpt_oss_eager_path_is_further_from_float32_than_rime():
         assert rime_error <= eager_error, layer
 
 
+def assert_greedy_runs_agree(got, want, what):
+    """Two greedy generates of one prompt, each given as (logits of every step, the new tokens): at every step up to
+    and including the first new token that differs, the logits agree within rel L2 2e-2; after it the runs continue
+    from different tokens and are not compared. Runs that differ only in how their matmuls round (another batch
+    shape, compiled kernels) part at BF16 near-ties of random weights: measured on gpt-oss batch against alone, with
+    float32 attention too, at top-2 margins of 0 and 2^-6 (docs/testing.md)."""
+    (got_logits, got_tokens), (want_logits, want_tokens) = got, want
+    for step in range(min(len(got_tokens), len(want_tokens))):
+        g, w = got_logits[step].float(), want_logits[step].float()
+        error = rel_l2(g, w)
+        assert error <= 2e-2, (what, step, error)
+        if got_tokens[step] != want_tokens[step]:
+            top2 = w.topk(2).values
+            print(f"{what}: new token {step} differs; logits rel L2 {error:.2e}, top-2 margin "
+                  f"{(top2[0] - top2[1]).item():.4f}")
+            return
+
+
+def new_of(out, row, prompt_length):
+    """A return_dict_in_generate output's row as (logits of every step, the new tokens)."""
+    return [step[row] for step in out.logits], out.sequences[row, prompt_length:]
+
+
 @pytest.mark.parametrize("kind", ["llama-d128", "qwen2-sliding", "gpt-oss"])
-def test_greedy_generate_of_left_padded_prompts_equals_each_prompt_alone(kind):
+def test_greedy_generate_of_left_padded_prompts_agrees_with_each_prompt_alone(kind):
     model = model_of(small(kind), "rime")
     lengths = [57, 20, 3]
     ids, mask = left_padded(lengths)
+    greedy = dict(max_new_tokens=32, do_sample=False, output_logits=True, return_dict_in_generate=True)
     with torch.no_grad():
-        batch = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=32, do_sample=False)
+        batch = model.generate(input_ids=ids, attention_mask=mask, **greedy)
         for b, n in enumerate(lengths):
-            alone = model.generate(input_ids=ids[b:b + 1, -n:], attention_mask=mask[b:b + 1, -n:],
-                                   max_new_tokens=32, do_sample=False)
-            assert torch.equal(batch[b, -32:], alone[0, -32:]), (kind, b)
+            alone = model.generate(input_ids=ids[b:b + 1, -n:], attention_mask=mask[b:b + 1, -n:], **greedy)
+            assert_greedy_runs_agree(new_of(batch, b, ids.shape[1]), new_of(alone, 0, n),
+                                     f"{kind} row {b}, batch against alone")
 
 
 def test_right_padding_gives_each_sequence_its_own_logits():
@@ -171,14 +195,18 @@ def test_a_static_cache_under_cuda_graphs_decodes_as_eager_with_constant_plans()
     ids, mask = left_padded([45, 12])
     rt.warmup(model, batch_sizes=[2], prompt_lengths=[45], max_new_tokens=24, cache="static")
     plans_after_warmup = rime.torch.plan_count()
+    greedy = dict(max_new_tokens=24, do_sample=False, cache_implementation="static", output_logits=True,
+                  return_dict_in_generate=True)
     with torch.no_grad():
-        eager = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
-                               cache_implementation="static", disable_compile=True)
-        compiled = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=24, do_sample=False,
-                                  cache_implementation="static",
+        eager = model.generate(input_ids=ids, attention_mask=mask, disable_compile=True, **greedy)
+        compiled = model.generate(input_ids=ids, attention_mask=mask, **greedy,
                                   compile_config=transformers.CompileConfig(fullgraph=True, mode="reduce-overhead"))
     assert getattr(model, "_compiled_call", None) is not None  # the decode steps ran compiled
-    assert torch.equal(eager, compiled)
+    # Inductor fuses and reorders the rest of the model (norms, rotary, MLP), so its BF16 rounding is not eager's:
+    # the runs agree to a near-tie, not token for token.
+    for b in range(2):
+        assert_greedy_runs_agree(new_of(compiled, b, ids.shape[1]), new_of(eager, b, ids.shape[1]),
+                                 f"row {b}, compiled static cache against eager")
     assert rime.torch.plan_count() == plans_after_warmup  # warmup made every plan the two generates used
 
 
