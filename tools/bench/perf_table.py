@@ -22,7 +22,7 @@ from generated_doc import emit
 ANCHOR_NAMES = {"cudnn_fp8": "cuDNN FP8", "torch_cudnn_bf16": "torch cuDNN", "torch_flash_bf16": "torch flash",
                 "copy_fp8": "copy", "copy_bf16": "copy", "rime_dense_causal": "dense causal prefill",
                 "rime_padded": "padded twin", "rime_per_tensor": "per-tensor descales", "rime_fp8_q": "FP8 Q plan",
-                "rime_uncapped": "the uncapped plan"}
+                "rime_uncapped": "the uncapped plan", "rime_d128": "the D 128 plan"}
 CONSUMERS = {"one_consumer": 1, "two_consumers": 2, "three_consumers": 3}
 
 
@@ -89,7 +89,7 @@ def tables(by_graph):
            "beside it). Consumers: the Hopper engine's consumer warpgroups (`rime plan --explain` says why).", "",
            "| graph | consumers | ours (TFLOP/s) | anchor in the same run | ours / anchor | torch flash |",
            "|---|---|---|---|---|---|"]
-    decode, own = [], []
+    decode, own, anchored = [], [], set()
     for graph in sorted(by_graph, key=lambda g: (not g.startswith("fp8"), g)):
         g = by_graph[graph]
         a = g["anchors"]
@@ -98,10 +98,10 @@ def tables(by_graph):
             continue
         if any(k.startswith("rime_") for k in a):
             own.append(graph)
-            continue
         main = "cudnn_fp8" if graph.startswith("fp8") else "torch_cudnn_bf16"
         if main not in a:
             continue
+        anchored.add(graph)
         consumers = next((str(n) for name, n in CONSUMERS.items() if name in g["plan"].split()), "-")
         flash = f"{a['torch_flash_bf16'][1]:.2f}x" if "torch_flash_bf16" in a else "-"
         out.append(f"| {label(graph)} | {consumers} | {g['tflops']:.1f} | {ANCHOR_NAMES[main]} {a[main][0]:.1f} | "
@@ -122,6 +122,8 @@ def tables(by_graph):
     for graph in own:
         g = by_graph[graph]
         for k, (_, r) in sorted(g["anchors"].items()):
+            if graph in anchored and not k.startswith("rime_"):
+                continue  # in the prefill table above
             name = ANCHOR_NAMES[k] + (", all BF16" if k == "torch_cudnn_bf16" else "")
             out.append(f"| {label(graph)} | {plan_text(g['plan'])} | {name} | {r:.3f}x |")
     return out
