@@ -28,31 +28,33 @@ def main(ours_csv, anchors_csv, outdir):
     # A <graph>_softcap row (logits capped) has <graph> (the same graph uncapped) as anchor: the cap's cost.
     # A head dim 96 or 80 row (<graph> with _d96 / _d80 for _d128, or appended to a decode graph's name) has the
     # D 128 row of the same shape too: TFLOP/s over its TFLOP/s (decode: GB/s over its GB/s).
-    by_graph = {o["graph"]: o for o in ours}
+    # Our own plans as anchors are keyed by the whole graph name (its precision included): the BF16 and FP8 rows of
+    # one shape each have their own D 128, uncapped or dense twin.
+    by_graph, own = {o["graph"]: o for o in ours}, {}
     for o in ours:
         for d in ("_d96", "_d80"):
             if d in o["graph"]:
                 base = o["graph"].replace(d, "_d128") if "decode" not in o["graph"] else o["graph"].replace(d, "")
                 if base in by_graph:
-                    anchor[(o["graph"].split("_", 1)[1], "rime_d128")] = by_graph[base]
+                    own[(o["graph"], "rime_d128")] = by_graph[base]
         if o["graph"].endswith("_softcap") and o["graph"][:-len("_softcap")] in by_graph:
-            anchor[(o["graph"].split("_", 1)[1], "rime_uncapped")] = by_graph[o["graph"][:-len("_softcap")]]
+            own[(o["graph"], "rime_uncapped")] = by_graph[o["graph"][:-len("_softcap")]]
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
-            anchor[(o["graph"].split("_", 1)[1], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
+            own[(o["graph"], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
         if o["graph"].endswith("_bf16q") and "decode" not in o["graph"]:
             base = o["graph"][:-len("_bf16q")]
             shape = o["graph"].split("_", 1)[1]
             if base in by_graph:
-                anchor[(shape, "rime_fp8_q")] = by_graph[base]
+                own[(o["graph"], "rime_fp8_q")] = by_graph[base]
             if (base.split("_", 1)[1], "torch_cudnn_bf16") in anchor:
                 anchor[(shape, "torch_cudnn_bf16")] = anchor[(base.split("_", 1)[1], "torch_cudnn_bf16")]
         prec, shape = o["graph"].split("_", 1)
         if shape.startswith("padded_prefill_"):
-            anchor[(shape.replace("padded_", "ragged_", 1), "rime_padded")] = o
+            own[(prec + "_" + shape.replace("padded_", "ragged_", 1), "rime_padded")] = o
         if shape == "b4_h32_s4096_d128_causal":
             for r in ours:
                 if r["graph"].startswith((prec + "_ragged_prefill_", prec + "_paged_prefill_")):
-                    anchor[(r["graph"].split("_", 1)[1], "rime_dense_causal")] = o
+                    own[(r["graph"], "rime_dense_causal")] = o
     rows = []
     for o in ours:
         prec, shape = o["graph"].split("_", 1)
@@ -76,7 +78,7 @@ def main(ours_csv, anchors_csv, outdir):
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
                "gbps": float(o["gbps"])}
         for impl in ref_impls:
-            a = anchor.get((shape, impl))
+            a = own.get((o["graph"], impl)) if impl.startswith("rime_") else anchor.get((shape, impl))
             if a and a["ms"]:
                 row[impl] = float(a["tflops"]) if not decode else float(a["gbps"])
                 # Speed ratio; for the copy, our GB/s over its GB/s (the fraction of copy bandwidth reached); for
