@@ -286,6 +286,8 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_sm90::tile_kv(1, 96, 3) == 64);
   CHECK(rime_sm90::tile_kv(1, 64, 3) == 128);
   CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);
+  CHECK(rime_sm90::tile_kv(2, 96, 3) == 96);
+  CHECK(rime_sm90::tile_kv(2, 80, 3) == 96);
   CHECK(rime_sm90::tile_kv(1, 128, 2) == 128);
   CHECK(rime_sm90::tile_kv(1, 64, 2) == 256);
   // V^T sub-tiles have 8 rows for the tensor cores' row sums: FP8 prefill (2-3 consumers) with D_v <= 128 only.

@@ -58,9 +58,11 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, in
     else wgmma_ss_m64n128_e5m2_e5m2(s, a, b, acc);
   } else if constexpr (kIn == RIME_T_BF16) {
     if constexpr (kN == 64) wgmma_ss_m64n64_bf16(s, a, b, acc);
+    else if constexpr (kN == 96) wgmma_ss_m64n96_bf16(s, a, b, acc);
     else wgmma_ss_m64n128_bf16(s, a, b, acc);
   } else {
     if constexpr (kN == 64) wgmma_ss_m64n64_f16(s, a, b, acc);
+    else if constexpr (kN == 96) wgmma_ss_m64n96_f16(s, a, b, acc);
     else wgmma_ss_m64n128_f16(s, a, b, acc);
   }
 }

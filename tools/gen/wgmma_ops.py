@@ -9,8 +9,8 @@ NS = [64, 128, 256]
 # P.V alone at the head dims whose N no Q.K^T takes: 96 (FP8 with 8 more columns for the row sums) and, in 16 bits
 # only, 80 (an FP8 row of 80 bytes is not whole k steps of 32 for Q.K^T, so no FP8 kernel has D 80). A in registers.
 NS_PV_ONLY = [80, 96]
-# Q.K^T alone at N 96: FP8 D 128 on three consumers walks 96-key tiles (A from shared memory).
-NS_QK_FP8_ONLY = [96]
+# Q.K^T alone at N 96: FP8 D 128 and 16-bit D 80 and 96 on three consumers walk 96-key tiles (A from shared memory).
+NS_QK_ONLY = [96]
 # (name, ptx types, k, kind): kind "ss" = A and B in shared memory, "rs" = A in registers.
 FORMS = [
     ("e4m3_e4m3", "e4m3.e4m3", 32),
@@ -88,10 +88,9 @@ for name, types, k in FORMS:
         if name in ("e4m3_e4m3", "e4m3_e5m2") and n <= 128:
             emit(name, types, k, n, "rs", sums=True)
             print()
-    if k == 32:
-        for n in NS_QK_FP8_ONLY:
-            emit(name, types, k, n, "ss")
-            print()
+    for n in NS_QK_ONLY:
+        emit(name, types, k, n, "ss")
+        print()
     # P.V's forms: E4M3 P over E4M3 or E5M2 V, and the 16-bit types (E5M2 x E5M2 is only Q.K^T's).
     if name != "e5m2_e5m2":
         for n in NS_PV_ONLY:
