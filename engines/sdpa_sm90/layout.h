@@ -94,18 +94,20 @@ constexpr int kStages = 2;
 // tiles") and 64 16-bit ones (16-bit K and V stages of 128 keys would not fit shared memory); 128 otherwise (192 keys
 // for FP8 D 128 measured 2-7% slower than 128: docs/perf-history.md, "Kernel versions: prediction and result", v10).
 // Three consumers: 96 FP8 keys at D 128 (O of 64 registers, S of 96 in 48; the fixed work of a tile, ~80
-// instructions a warp, then comes per 96 keys instead of 64), 64 for a 16-bit Q in two E4M3 terms (its second term,
-// 16 registers, beside S of 96 keys spilled 244 bytes) and the other head dims, 128 at D 64. 96 16-bit keys at
-// D 80 and 96 (O of 40-48 registers, S of 96 in 48 and P in 24; at 128 keys 48-212 bytes spilled, ptxas 13.0);
-// FP8 D 96 keeps 64 (at 128 keys beside a producer of 56, 60-132 bytes spilled; ptxas 13.0).
+// instructions a warp, then comes per 96 keys instead of 64) and D 96 (18 transpose units over the producer's four
+// warps; ptxas 13.0: 8 bytes of the producer's addresses spilled, stored before the tile loop and reloaded once a
+// tile), 64 for a 16-bit Q in two E4M3 terms (its second term, 16 registers, beside S of 96 keys spilled 244 bytes)
+// and the other head dims, 128 at D 64. 96 16-bit keys at D 80 and 96 (O of 40-48 registers, S of 96 in 48 and P in
+// 24; at 128 keys 48-212 bytes spilled, ptxas 13.0).
 // One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
 // beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
 // at D 128, so that two CTAs fit the SM's shared memory (128 keys would take 145 KB a CTA at D 128, one CTA per SM).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers, bool q_split = false) {
   return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)
-         : n_consumers == 3 ? (d == 64                                                      ? 128
-                               : (elem_bytes == 1 && d == 128 && !q_split) || (elem_bytes == 2 && d < 128) ? 96
-                                                                                                       : 64)
+         : n_consumers == 3 ? (d == 64 ? 128
+                               : (elem_bytes == 1 && (d == 96 || d == 128) && !q_split) || (elem_bytes == 2 && d < 128)
+                                   ? 96
+                                   : 64)
          : d == 256                         ? (elem_bytes == 1 ? 128 : 64)
          : elem_bytes == 1 && d == 64       ? 256
                                             : 128;

@@ -23,7 +23,7 @@ namespace sm90 {
 // spreads over 8 bank groups. (The 32-bit-load form this replaces issued ~460 instructions per producer warp per
 // FP8 D 128 tile, as many as a consumer warp: docs/perf-history.md, "Kernel versions: prediction and result", v9.)
 // kWarps: the warps that share the tile (ptid counts their threads from 0): 4, or 3 beside a warp that only issues
-// loads (paged FP8: see the producer).
+// loads (paged FP8: see the producer). Units need not divide evenly (D 96 on 96-key tiles: 18 over 4 warps).
 // kOpaqueLane: the lane passes through an opaque move, once per tile, so that what derives from it (each unit's two
 // addresses) is not loop-invariant across the producer's tile loop: ptxas then computes the addresses where they
 // are used, where otherwise it hoists every unit's addresses out of the loop and spills them under the producer's
@@ -39,7 +39,7 @@ template <int kDv, int kRowV, int kN, int kWarps = 4, bool kOpaqueLane = false, 
 __device__ __forceinline__ void transpose_v_tile(const u8* sv, u8* svt, int ptid, int kv_end) {
   constexpr int kVtRow = rime_sm90::row_bytes(kN);  // V^T sub-tiles along the keys: [kVtRows rows][kVtRow bytes]
   constexpr int kGroups = kN / 16, kUnits = kGroups * (kDv / 32);
-  static_assert(kWarps != 4 || kUnits % 4 == 0, "whole units per producer warp");
+
   constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
   int lane = ptid % 32;
   if constexpr (kOpaqueLane) asm volatile("mov.b32 %0, %0;\n" : "+r"(lane));
