@@ -68,9 +68,23 @@ def test_a_chunked_prefill_over_a_cache_sees_the_cached_tokens():
 
 
 def test_a_mask_with_a_hole_inside_a_sequence_is_refused_by_name():
-    check_one_run(torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool))
+    assert check_one_run(torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)) is False
+    assert check_one_run(torch.ones(2, 4, dtype=torch.bool)) is True
     with pytest.raises(rime.NotSupportedError, match=r"attention_mask: rows \[1\] hold masked positions between"):
         check_one_run(torch.tensor([[0, 1, 1, 1], [1, 0, 1, 1]], dtype=torch.bool))
+
+
+def test_a_prefill_mask_with_no_padding_plans_as_no_mask_and_a_decode_keeps_its_lengths():
+    full = torch.ones(2, 5, dtype=torch.long)
+    assert _attention.mask(2, 5, 5, attention_mask=full) is None  # read on the host: the plain causal plan
+    padded = full.clone()
+    padded[0, 0] = 0
+    assert rows(_attention.mask(2, 5, 5, attention_mask=padded)) == [[1, 0], [4, 5], [1, 0], [4, 5]]
+    # A decode step reads no mask on the host: its lengths go to the plan made for the cache's capacity.
+    grown = torch.ones(2, 6, dtype=torch.long)
+    assert rows(_attention.mask(2, 1, 6, q_offset=5, attention_mask=grown)) == [[0, 0], [1, 1], [0, 0], [6, 6]]
+    # A static cache's buffer past the tokens seen: its lengths, on the mask's device, even with no padding.
+    assert rows(_attention.mask(2, 5, 16, q_offset=0, attention_mask=full)) == [[0, 0], [5, 5], [0, 0], [5, 5]]
 
 
 # ---- registration and models -------------------------------------------------------------------------------------
@@ -187,8 +201,10 @@ def test_a_static_cache_needs_two_plans_per_batch_size_and_a_dynamic_one_a_plan_
     assert len(static) == 4  # (prefill, decode) x 2 batch sizes: the decode's K/V are the 48-token buffer
     assert {c.kwargs["k"].shape[1] for c in static} == {48}
     dynamic = rt.calls(model, batch_sizes=(1,), prompt_lengths=(16,), max_new_tokens=32, cache="dynamic")
-    # The prefill, then decode steps over 17 .. 47 keys: DynamicCache's keys grow by one a step.
-    assert sorted(c.kwargs["k"].shape[1] for c in dynamic) == [16] + list(range(17, 48))
+    # Two prefills (a padded batch's, with lengths, and an unpadded one's, without), then decode steps over 17 .. 47
+    # keys: DynamicCache's keys grow by one a step.
+    assert sorted(c.kwargs["k"].shape[1] for c in dynamic) == [16, 16] + list(range(17, 48))
+    assert sorted(c.kwargs["seq_lens_k"] is None for c in dynamic if c.kwargs["k"].shape[1] == 16) == [False, True]
     with pytest.raises(rime.InvalidArgumentError, match="attn_implementation='rime'"):
         rt.calls(model_of(llama(), attn="sdpa"))
 

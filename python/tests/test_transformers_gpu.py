@@ -118,6 +118,17 @@ def test_every_layers_hidden_states_match_the_reference_backend(kind):
     assert_layers_match(small(kind), "float32_reference" if kind == "gpt-oss" else "sdpa", [70, 33, 1, 64])
 
 
+@pytest.mark.parametrize("kind", ["llama-d128", "qwen2-sliding", "gpt-oss"])
+def test_a_batch_with_no_padding_plans_without_lengths_and_matches_the_reference(kind):
+    # Prompts of one length: the mask function reads the prefill's mask on the host, finds no padding and hands no
+    # mask on, so the layers run the plain causal (or windowed) plan, as sdpa then takes its causal path.
+    rime.torch.clear_plans()
+    assert_layers_match(small(kind), "float32_reference" if kind == "gpt-oss" else "sdpa", [57, 57, 57])
+    assert rime.torch.plan_count() > 0
+    kernels = [k for e in rime.torch._plans.plans.values() for k in e.plan.kernels]
+    assert kernels and not [k["name"] for k in kernels if "padding" in k["name"]], [k["name"] for k in kernels]
+
+
 def test_gpt_oss_eager_path_is_further_from_float32_than_rime():
     # Why gpt-oss is checked against float32 math and not its eager path: that path rounds scores and
     # probabilities to BF16. Measured per layer against the float32 reference, rime's error is the smaller.

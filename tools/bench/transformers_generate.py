@@ -7,12 +7,16 @@ attention call). A benchmark, not a test (issue 54's table in docs/perf.md).
     python3 tools/bench/transformers_generate.py [--layers 4] [--csv FILE]
 
 Shapes: batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
-(no padding: sdpa then takes its causal path without a mask). Prefill time is a generate of one token; decode time
-per token is (generate of N - generate of 1) / (N - 1). Each backend runs its shapes once untimed first.
+(no padding: sdpa's mask function and rime's then hand no mask, and both take their causal path). Prefill time is a
+generate of one token; decode time per token is (generate of N - generate of 1) / (N - 1). Attention's time is CUDA
+events around each call (where the host binds, as a decode step does, that is the host's time between them) and the
+host's own time in the call. Each backend runs each shape once untimed first; then `--rounds` rounds run every
+backend in turn (so that drift of clocks and host load falls on all alike), and the medians are printed.
 """
 import argparse
 import contextlib
 import csv
+import statistics
 import sys
 import time
 
@@ -30,24 +34,29 @@ SHAPES = [(8, 2048, 256), (64, 512, 128)]
 
 
 class AttentionTimer:
-    """Wraps an attention function: CUDA events around each call, summed after a synchronize."""
+    """Wraps an attention function: CUDA events around each call, summed after a synchronize, and the host's time in
+    the call."""
 
     def __init__(self, fn):
-        self.fn, self.events = fn, []
+        self.fn, self.events, self.host = fn, [], 0.0
 
     def __call__(self, *args, **kwargs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
         start.record()
         out = self.fn(*args, **kwargs)
         end.record()
+        self.host += time.perf_counter() - t0
         self.events.append((start, end))
         return out
 
     def take_ms(self):
+        """(GPU ms between the events, host ms in the calls) since the last take."""
         torch.cuda.synchronize()
         ms = sum(s.elapsed_time(e) for s, e in self.events)
-        self.events = []
-        return ms
+        host = self.host * 1e3
+        self.events, self.host = [], 0.0
+        return ms, host
 
 
 def backends():
@@ -76,12 +85,13 @@ def timed_generate(model, ids, new_tokens, timer):
         model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
                        min_new_tokens=new_tokens, do_sample=False)
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3, timer.take_ms()
+    return ((time.perf_counter() - t0) * 1e3, *timer.take_ms())
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--csv")
     a = ap.parse_args()
     config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=a.layers,
@@ -90,24 +100,32 @@ def main():
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
     model = model.cuda().eval()
-    rows = []
-    for name, (impl, timer, context) in backends().items():
-        model.set_attn_implementation(impl)
-        for B, P, N in SHAPES:
-            ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
-            with context():
-                timed_generate(model, ids, N, timer)  # compiles, plans, autotunes: untimed
-                prefill_ms, prefill_attn = timed_generate(model, ids, 1, timer)
-                total_ms, total_attn = timed_generate(model, ids, N, timer)
+    rows, table = [], backends()
+    for B, P, N in SHAPES:
+        ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
+        runs = {}
+        for r in range(a.rounds + 1):
+            for name, (impl, timer, context) in table.items():
+                model.set_attn_implementation(impl)
+                with context():
+                    if r == 0:
+                        timed_generate(model, ids, N, timer)  # compiles, plans, autotunes: untimed
+                        continue
+                    one, total = timed_generate(model, ids, 1, timer), timed_generate(model, ids, N, timer)
+                runs.setdefault(name, []).append(one + total)
+        for name, times in runs.items():
+            prefill_ms, prefill_attn, prefill_host, total_ms, total_attn, total_host = (
+                statistics.median(t[i] for t in times) for i in range(6))
             decode_ms = (total_ms - prefill_ms) / (N - 1)
             decode_attn = (total_attn - prefill_attn) / (N - 1)
+            decode_host = (total_host - prefill_host) / (N - 1)
             rows.append(dict(backend=name, batch=B, prompt=P, new=N, tokens_per_s=B * N / total_ms * 1e3,
                              prefill_ms=prefill_ms, prefill_attention_ms=prefill_attn, decode_ms_per_token=decode_ms,
-                             decode_attention_ms_per_token=decode_attn))
-            r = rows[-1]
-            print(f"{name:14s} B{B:<3d} P{P:<5d} +{N:<4d} {r['tokens_per_s']:9.1f} tok/s  prefill {prefill_ms:8.2f} ms "
-                  f"(attention {prefill_attn:7.2f})  decode {decode_ms:6.3f} ms/token (attention {decode_attn:6.3f})",
-                  flush=True)
+                             decode_attention_ms_per_token=decode_attn,
+                             decode_attention_host_ms_per_token=decode_host))
+            print(f"{name:14s} B{B:<3d} P{P:<5d} +{N:<4d} {rows[-1]['tokens_per_s']:9.1f} tok/s  prefill "
+                  f"{prefill_ms:8.2f} ms (attention {prefill_attn:7.2f})  decode {decode_ms:6.3f} ms/token "
+                  f"(attention {decode_attn:6.3f}, its host {decode_host:6.3f})", flush=True)
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

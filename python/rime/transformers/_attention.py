@@ -36,11 +36,17 @@ def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function
                 f"the model's mask combines {', '.join(unknown)}: rime serves causal and bidirectional attention, "
                 "sliding windows and padding (chunked attention, packed sequences and a model's own mask overlays "
                 "are not)")
+    if device is None and attention_mask is not None:
+        device = attention_mask.device
     if attention_mask is not None and eager and q_length > 1 and not (
             attention_mask.is_cuda and torch.cuda.is_current_stream_capturing()):
-        check_one_run(attention_mask)
-    return sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device or
-                     (attention_mask.device if attention_mask is not None else None))
+        # A prefill's mask is read on the host anyway: one with no padding at all then plans as no mask does (no
+        # per-sequence bounds: the plain causal plan, three consumers where the padded one takes two, as sdpa's
+        # mask function then hands no mask to its causal path). A decode keeps its lengths without a sync: they
+        # let a growing cache reuse one plan per capacity.
+        if check_one_run(attention_mask):
+            attention_mask = None
+    return sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
 
 
 def _fake(t):

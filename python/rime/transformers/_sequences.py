@@ -68,16 +68,18 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
 
 def check_one_run(attention_mask):
     """Refuses a mask whose true positions are not one run per row (a hole inside a sequence), which starts and
-    lengths cannot say. Reads the mask on the host: called where a sync is cheap (a prefill, not captured, not
-    traced)."""
+    lengths cannot say; returns whether every position of every row is true (no padding at all). Reads the mask on
+    the host, once: called where a sync is cheap (a prefill, not captured, not traced)."""
     m = attention_mask.to(torch.int32)
     count = m.sum(1)
     first = m.argmax(1)
     last = m.shape[1] - 1 - m.flip(1).argmax(1)
     holes = (count > 0) & (last - first + 1 != count)
-    if bool(holes.any()):
+    any_hole, full = torch.stack((holes.any(), (count == m.shape[1]).all())).tolist()
+    if any_hole:
         rows = holes.nonzero().flatten().tolist()
         raise NotSupportedError(
             f"attention_mask: rows {rows[:8]} hold masked positions between unmasked ones; rime serves padding on "
             "either side of each sequence (one run of ones per row, as tokenizers and generate make), which "
             "per-sequence starts and lengths say without a gather")
+    return bool(full)

@@ -67,13 +67,17 @@ def _forward_calls(model, batch_size, prompt_length, cache, max_cache_len, left_
     with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True):
         kv = _cache(model, cache, max_cache_len)
         ids = torch.zeros((batch_size, prompt_length), dtype=torch.long, device=device)
-        # Padding or not, the calls are the same (the starts and lengths are [B] tensors either way); the zeros
+        # Padded, the calls are the same whatever the padding (the starts and lengths are [B] tensors); the zeros
         # make the fake forward take transformers' padded path, as generate's padded batches do.
         attn = torch.ones((batch_size, prompt_length), dtype=torch.long, device=device)
         if left_padding and prompt_length > 1:
             attn[:, 0] = 0
         _attention.recorder = _record(prefill)
         try:
+            # A prefill with no padding at all plans as no mask does (the mask function reads a real mask on the
+            # host and hands none on): that prefill too, into a cache of its own.
+            model(input_ids=ids, attention_mask=None, past_key_values=_cache(model, cache, max_cache_len),
+                  use_cache=True)
             model(input_ids=ids, attention_mask=attn, past_key_values=kv, use_cache=True)
             _attention.recorder = _record(decode)
             attn = torch.cat((attn, attn[:, -1:]), dim=1)
