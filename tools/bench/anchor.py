@@ -20,6 +20,8 @@ SHAPES = [
     ("b2_h32_s8192_d64", 2, 32, 32, 8192, 8192, 64, False, 64),
     ("b2_h16_s8192_d256", 2, 16, 16, 8192, 8192, 256, False, 256),
     ("b1_h64g8_s8192_d128", 1, 64, 8, 8192, 8192, 128, False, 128),
+    # A short causal prefill of many sequences: transformers' generate benchmark's B64 P512 (docs/perf.md).
+    ("b64_h32g8_s512_d128_causal", 64, 32, 8, 512, 512, 128, True, 128),
     # MLA-style prefill (DeepSeek): D_qk 192 (128 + 64 rope dims), D_v 128.
     ("b4_h32_s4096_dqk192_dv128", 4, 32, 32, 4096, 4096, 192, False, 128),
     # Head dims 96 (Phi-3) and 80 (Phi-2; no FP8 row serves it), against the D 128 rows of the same shape.
