@@ -36,6 +36,8 @@ def say(*a):
 
 
 class HostTimer:
+    """Wraps a registered function: the host's time in its calls while `on`."""
+
     def __init__(self, fn):
         self.fn, self.t, self.n, self.on = fn, 0.0, 0, False
 
@@ -48,7 +50,7 @@ class HostTimer:
         return r
 
 
-def decode(B, P, n, mask, timers=(), prof=None):
+def decode(B, P, n, mask, timers=()):
     ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
     with torch.no_grad():
         am = torch.ones_like(ids) if mask else None
@@ -65,8 +67,6 @@ def decode(B, P, n, mask, timers=(), prof=None):
                 am = torch.cat((am, am[:, -1:]), 1)
             o = model(input_ids=tok, attention_mask=am, past_key_values=cache, use_cache=True)
             tok = o.logits[:, -1:].argmax(-1)
-            if prof is not None:
-                prof.step()
         e1.record()
         host = (time.perf_counter() - t0) / n * 1e3
         torch.cuda.synchronize()
