@@ -15,6 +15,7 @@ from transformers.masking_utils import AttentionMaskInterface  # noqa: E402
 import rime.transformers as rt  # noqa: E402
 from rime.transformers import _attention  # noqa: E402
 from rime.transformers._sequences import check_one_run, sequences  # noqa: E402
+from rime.transformers._sequences import rows as sequence_rows  # noqa: E402
 
 rt.register()
 
@@ -65,6 +66,35 @@ def test_a_chunked_prefill_over_a_cache_sees_the_cached_tokens():
     # 3 cached tokens (the first padding), 2 new queries: both queries are real, their keys are positions 1..4.
     m = torch.tensor([[0, 1, 1, 1, 1]], dtype=torch.bool)
     assert rows(sequences(1, 2, 5, 3, m, "cpu")) == [[0], [2], [1], [4]]
+
+
+def test_a_decode_forwards_sequences_take_nine_ops_and_each_layers_rows_none():
+    # A decode step binds on the host, where each torch op costs its launch (docs/perf.md, "transformers generate"):
+    # the mask function's ops are counted, and the layers take the rows kept beside the tensor.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    m = torch.ones(3, 40, dtype=torch.long)
+    m[1, :7] = 0
+    with Count() as made:
+        s = _attention.mask(3, 1, 40, q_offset=39, attention_mask=m)
+    assert len(made.ops) <= 9, made.ops  # slice, argmax x2, sum x2, stack, cast, view, unbind
+    with Count() as taken:
+        for _ in range(4):
+            got = rows(sequence_rows(s))
+    assert taken.ops == [], taken.ops
+    assert got == [[0, 0, 0], [1, 1, 1], [0, 7, 0], [40, 33, 40]]
+    # Without the kept rows (a mask made under torch.compile, or handed on by a model), the same rows by indexing.
+    bare = s.clone()
+    assert rows(sequence_rows(bare)) == got
 
 
 def test_a_mask_with_a_hole_inside_a_sequence_is_refused_by_name():

@@ -31,8 +31,22 @@ def is_sequences(mask):
 
 
 def rows(mask):
-    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views, no copy)."""
-    return tuple(mask[r, :, 0, 0] for r in (START_Q, LEN_Q, START_KV, LEN_KV))
+    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views, no copy). In eager mode
+    sequences() keeps them beside the tensor, so that each layer's call takes them without an op: a torch op costs
+    10-15 us of an H200 host's time, and a decode step of a 4-layer model binds on the host (docs/perf.md)."""
+    if not torch.compiler.is_compiling():
+        kept = getattr(mask, "_rime_rows", None)
+        if kept is not None:
+            return kept
+    return mask[:, :, 0, 0].unbind(0)
+
+
+def _made(stacked):
+    """The [4, B, 1, 1] sequences of a [4, B] int32 tensor, its rows kept beside it in eager mode (rows())."""
+    out = stacked.view(4, -1, 1, 1)
+    if not torch.compiler.is_compiling():
+        out._rime_rows = stacked.unbind(0)
+    return out
 
 
 def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device):
@@ -48,22 +62,21 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
         else:
             filled = min(q_offset + q_length, kv_length)
         zeros = torch.zeros(batch_size, dtype=torch.int32, device=device)
-        return torch.stack((zeros, zeros + q_length, zeros, zeros + filled))[:, :, None, None]
+        return _made(torch.stack((zeros, zeros + q_length, zeros, zeros + filled)))
     m = attention_mask
     if m.dim() != 2 or m.shape[0] != batch_size:
         raise NotSupportedError(f"attention_mask: shape {tuple(m.shape)}; rime serves transformers' 2D padding mask "
                                 f"[batch {batch_size}, tokens], not a prepared 4D mask")
     if m.shape[1] > kv_length:  # a layer that keeps a window of the tokens: the mask's last kv_length positions
         m = m[:, -kv_length:]
-    m = m.to(torch.int32)
-    length = m.shape[1]
-    count = m.sum(1, dtype=torch.int32)
-    first = m.argmax(1).to(torch.int32)  # the first true position (0 for a row of none: count 0)
-    end = first + count
-    q_first = length - q_length  # the position of query 0
-    start_q = torch.clamp(first - q_first, 0, q_length)
-    end_q = torch.clamp(end - q_first, 0, q_length)
-    return torch.stack((start_q, end_q - start_q, first, count))[:, :, None, None]
+    if m.dtype == torch.bool:  # argmax takes no bool
+        m = m.to(torch.int32)
+    # The queries' run read from the mask's last q_length positions directly (one run a row: their count and first
+    # true position are the queries' length and start): nine ops a forward, where the bounds' arithmetic took
+    # twelve. Every op costs the host its launch, and a decode step binds on the host.
+    queries = m[:, m.shape[1] - q_length:]
+    first = m.argmax(1)  # the first true position (0 for a row of none: count 0)
+    return _made(torch.stack((queries.argmax(1), queries.sum(1), first, m.sum(1))).to(torch.int32))
 
 
 def check_one_run(attention_mask):
