@@ -2,6 +2,8 @@
 lengths, the registration, models from random configs on the meta device running through rime's attention function
 (the operators' fake kernels), the refusals that name a config field, what warmup would plan, and check()'s verdict
 for each model family, explained for sm_90a."""
+import types
+
 import pytest
 
 import rime
@@ -16,6 +18,7 @@ import rime.transformers as rt  # noqa: E402
 from rime.transformers import _attention  # noqa: E402
 from rime.transformers._sequences import check_one_run, sequences  # noqa: E402
 from rime.transformers._sequences import rows as sequence_rows  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 rt.register()
 
@@ -68,26 +71,26 @@ def test_a_chunked_prefill_over_a_cache_sees_the_cached_tokens():
     assert rows(sequences(1, 2, 5, 3, m, "cpu")) == [[0], [2], [1], [4]]
 
 
+class CountOps(TorchDispatchMode):
+    """The torch ops run inside it: a decode step binds on the host, where each op costs its launch (docs/perf.md,
+    "transformers generate")."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
 def test_a_decode_forwards_sequences_take_nine_ops_and_each_layers_rows_none():
-    # A decode step binds on the host, where each torch op costs its launch (docs/perf.md, "transformers generate"):
-    # the mask function's ops are counted, and the layers take the rows kept beside the tensor.
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     m = torch.ones(3, 40, dtype=torch.long)
     m[1, :7] = 0
-    with Count() as made:
+    with CountOps() as made:
         s = _attention.mask(3, 1, 40, q_offset=39, attention_mask=m)
     assert len(made.ops) <= 9, made.ops  # slice, argmax x2, sum x2, stack, cast, view, unbind
-    with Count() as taken:
+    with CountOps() as taken:
         for _ in range(4):
             got = rows(sequence_rows(s))
     assert taken.ops == [], taken.ops
@@ -95,6 +98,21 @@ def test_a_decode_forwards_sequences_take_nine_ops_and_each_layers_rows_none():
     # Without the kept rows (a mask made under torch.compile, or handed on by a model), the same rows by indexing.
     bare = s.clone()
     assert rows(sequence_rows(bare)) == got
+
+
+def test_a_decode_layers_attention_call_is_five_ops():
+    # Its output's allocation, three views ([B, H, S, D] as the operator's [B, S, H, D]) and the operator's _out
+    # form (the functional one would allocate an empty LSE as well).
+    B, S = 3, 40
+    q = torch.empty(B, 1, 8, 64, dtype=torch.bfloat16, device="meta").transpose(1, 2)
+    k = torch.empty(B, 2, S, 64, dtype=torch.bfloat16, device="meta")
+    s = _attention.mask(B, 1, S, q_offset=S - 1, attention_mask=torch.ones(B, S, dtype=torch.long, device="meta"))
+    layer = types.SimpleNamespace(is_causal=True)
+    with torch.no_grad(), CountOps() as called:
+        out, weights = _attention.attention(layer, q, k, k, s, scaling=0.125)
+    assert sorted(called.ops) == sorted(["aten.new_empty.default"] + ["aten.transpose.int"] * 3 +
+                                        ["rime.attention_out.default"]), called.ops
+    assert out.shape == (B, 1, 8, 64) and weights is None
 
 
 def test_a_mask_with_a_hole_inside_a_sequence_is_refused_by_name():

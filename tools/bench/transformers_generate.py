@@ -4,7 +4,8 @@ in a few random layers, BF16, with attn_implementation rime, sdpa on torch's cuD
 one run: tokens/s, prefill time, decode time per token, and the attention's share of each (CUDA events around every
 attention call). A benchmark, not a test (issue 54's table in docs/perf.md).
 
-    python3 tools/bench/transformers_generate.py [--layers 4] [--csv FILE]
+    python3 tools/bench/transformers_generate.py [--layers 4] [--rounds 3] [--backends rime,sdpa-flash,...]
+                                                 [--variant MODULE] [--csv FILE]
 
 Shapes: batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
 (no padding: sdpa's mask function and rime's then hand no mask, and both take their causal path). Prefill time is a
@@ -12,10 +13,14 @@ generate of one token; decode time per token is (generate of N - generate of 1) 
 events around each call (where the host binds, as a decode step does, that is the host's time between them) and the
 host's own time in the call. Each backend runs each shape once untimed first; then `--rounds` rounds run every
 backend in turn (so that drift of clocks and host load falls on all alike), and the medians are printed.
+--backends picks some of rime, sdpa-cudnn, sdpa-flash and eager; --variant MODULE adds another version of
+rime.transformers (a copy of the package's transformers/ importable as MODULE, e.g. rime.transformers_b) as the
+backend "MODULE", timed in the same rounds.
 """
 import argparse
 import contextlib
 import csv
+import importlib
 import statistics
 import sys
 import time
@@ -59,18 +64,22 @@ class AttentionTimer:
         return ms, host
 
 
-def backends():
+def backends(chosen, variant):
     """name -> (registered attention implementation, its timer, a context for the run)."""
     rt.register()
     out = {}
     # Registered names without "flash": transformers routes those into FlashAttention's own code.
-    for name, impl, fn, mask, context in (
-            ("rime", "timed-rime", rt.attention, rt.mask, contextlib.nullcontext),
-            ("sdpa (cuDNN)", "timed-sdpa-cudnn", sdpa_attention_forward, sdpa_mask,
-             lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
-            ("sdpa (flash)", "timed-sdpa-fa2", sdpa_attention_forward, sdpa_mask,
-             lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
-            ("eager", "timed-eager", eager_attention_forward, eager_mask, contextlib.nullcontext)):
+    table = [("rime", "timed-rime", rt.attention, rt.mask, contextlib.nullcontext),
+             ("sdpa (cuDNN)", "timed-sdpa-cudnn", sdpa_attention_forward, sdpa_mask,
+              lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)),
+             ("sdpa (flash)", "timed-sdpa-fa2", sdpa_attention_forward, sdpa_mask,
+              lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
+             ("eager", "timed-eager", eager_attention_forward, eager_mask, contextlib.nullcontext)]
+    table = [t for t in table if t[0].replace(" (", "-").rstrip(")").lower() in chosen]
+    if variant:
+        other = importlib.import_module(variant)
+        table.insert(1, (variant, "timed-variant", other.attention, other.mask, contextlib.nullcontext))
+    for name, impl, fn, mask, context in table:
         timer = AttentionTimer(fn)
         AttentionInterface.register(impl, timer)
         AttentionMaskInterface.register(impl, mask)
@@ -92,6 +101,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--backends", default="rime,sdpa-cudnn,sdpa-flash,eager")
+    ap.add_argument("--variant")
     ap.add_argument("--csv")
     a = ap.parse_args()
     config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=a.layers,
@@ -100,7 +111,7 @@ def main():
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
     model = model.cuda().eval()
-    rows, table = [], backends()
+    rows, table = [], backends(a.backends.split(","), a.variant)
     for B, P, N in SHAPES:
         ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
         runs = {}
@@ -123,7 +134,7 @@ def main():
                              prefill_ms=prefill_ms, prefill_attention_ms=prefill_attn, decode_ms_per_token=decode_ms,
                              decode_attention_ms_per_token=decode_attn,
                              decode_attention_host_ms_per_token=decode_host))
-            print(f"{name:14s} B{B:<3d} P{P:<5d} +{N:<4d} {rows[-1]['tokens_per_s']:9.1f} tok/s  prefill "
+            print(f"{name:19s} B{B:<3d} P{P:<5d} +{N:<4d} {rows[-1]['tokens_per_s']:9.1f} tok/s  prefill "
                   f"{prefill_ms:8.2f} ms (attention {prefill_attn:7.2f})  decode {decode_ms:6.3f} ms/token "
                   f"(attention {decode_attn:6.3f}, its host {decode_host:6.3f})", flush=True)
     if a.csv:

@@ -103,25 +103,15 @@ def _refuse(module, query, key, dropout, window, softcap, sink, what):
 
 def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """transformers' attention interface for "rime": query [B, H_q, S_q, D], key / value [B, H_kv, S_kv, D] (not
-    repeated to H_q) as they come, read through strides (no copy); returns ([B, S_q, H_q, D_v], None)."""
+    repeated to H_q) as they come, read through strides (no copy); returns ([B, S_q, H_q, D_v], None). A decode step
+    binds on the host (docs/perf.md, "transformers generate"), so the call makes as few torch ops as it can: three
+    views, the output's allocation and the operator (its `_out` form, which allocates no empty LSE)."""
     window = kwargs.get("sliding_window") or None
     softcap = kwargs.get("softcap") or None
     s_aux = kwargs.get("s_aux")
-    if query.dtype not in (torch.bfloat16, torch.float16):
-        _refuse(module, query, key, dropout, window, softcap, s_aux,
-                f"activations in {query.dtype}: rime serves bfloat16 and float16 (load the model with "
-                "dtype=torch.bfloat16)")
-    if dropout:
-        _refuse(module, query, key, dropout, window, softcap, s_aux,
-                f"dropout {dropout} (config.attention_dropout, in training mode): rime serves inference; call "
-                "model.eval()")
-    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
-        _refuse(module, query, key, dropout, window, softcap, s_aux,
-                "autograd: rime has no backward pass; run the model under torch.no_grad() or torch.inference_mode() "
-                "(generate does)")
-    if kwargs.get("output_attentions"):
-        _refuse(module, query, key, dropout, window, softcap, s_aux,
-                "output_attentions: rime never forms the attention weights; use attn_implementation='eager' for them")
+    if (query.dtype not in _SERVED or dropout or kwargs.get("output_attentions") or
+            (torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad))):
+        _refuse_inputs(module, query, key, dropout, window, softcap, s_aux, kwargs)
     causal = kwargs.get("is_causal")
     if causal is None:
         causal = getattr(module, "is_causal", True)
@@ -133,15 +123,39 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
                     "serves the padding that its own mask function (registered with the backend) describes, not a "
                     "prepared mask")
         starts_q, lens_q, starts_k, lens_k = rows(attention_mask)
-    call = dict(q=query.transpose(1, 2), k=key.transpose(1, 2), v=value.transpose(1, 2), sink=_sink(s_aux),
-                  seq_lens_q=lens_q, seq_lens_k=lens_k, seq_starts_q=starts_q, seq_starts_k=starts_k,
-                  causal=bool(causal), window_left=int(window) if window else -1, softmax_scale=scaling,
-                  softcap=softcap)
+    B, H_q, S_q, _ = query.shape
+    out = query.new_empty((B, S_q, H_q, value.shape[3]))
+    call = dict(q=query.transpose(1, 2), k=key.transpose(1, 2), v=value.transpose(1, 2), out=out, sink=_sink(s_aux),
+                seq_lens_q=lens_q, seq_lens_k=lens_k, seq_starts_q=starts_q, seq_starts_k=starts_k,
+                causal=bool(causal), window_left=int(window) if window else -1, softmax_scale=scaling,
+                softcap=softcap)
     if recorder is not None:
         recorder(module, query, call)
     try:
-        out, _ = rime_torch.attention(**call)
+        rime_torch.attention_out(**call)
     except NotSupportedError as e:
         raise NotSupportedError(f"{describe(module, query, key, window, softcap, s_aux)}: no rime plan serves this "
                                 f"layer: {e.message}") from None
     return out, None
+
+
+_SERVED = (torch.bfloat16, torch.float16)
+
+
+def _refuse_inputs(module, query, key, dropout, window, softcap, s_aux, kwargs):
+    """Refuses what the attention function does not serve, by name: the first of the inputs' dtype, dropout,
+    output_attentions and autograd that it meets."""
+    if query.dtype not in _SERVED:
+        _refuse(module, query, key, dropout, window, softcap, s_aux,
+                f"activations in {query.dtype}: rime serves bfloat16 and float16 (load the model with "
+                "dtype=torch.bfloat16)")
+    if dropout:
+        _refuse(module, query, key, dropout, window, softcap, s_aux,
+                f"dropout {dropout} (config.attention_dropout, in training mode): rime serves inference; call "
+                "model.eval()")
+    if kwargs.get("output_attentions"):
+        _refuse(module, query, key, dropout, window, softcap, s_aux,
+                "output_attentions: rime never forms the attention weights; use attn_implementation='eager' for them")
+    _refuse(module, query, key, dropout, window, softcap, s_aux,
+            "autograd: rime has no backward pass; run the model under torch.no_grad() or torch.inference_mode() "
+            "(generate does)")

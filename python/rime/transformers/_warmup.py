@@ -1,5 +1,5 @@
 """What a model will ask of rime, found before it serves: its forward run on fake tensors (no GPU work, no weights
-read) records every attention layer's call of torch.ops.rime.attention; check() explains each distinct call for the
+read) records every attention layer's call of torch.ops.rime.attention_out; check() explains each distinct call for the
 GPU's arch, warmup() plans (and compiles) them."""
 import logging
 
@@ -15,7 +15,7 @@ _log = logging.getLogger("rime")
 
 
 class Call:
-    """One attention layer's call of torch.ops.rime.attention: `layer` (its description, as a refusal names it),
+    """One attention layer's call of torch.ops.rime.attention_out: `layer` (its description, as a refusal names it),
     `kwargs` (the operator's arguments, tensors as meta tensors of the same shapes, strides and dtypes)."""
     __slots__ = ("layer", "layer_idx", "kwargs")
 
@@ -89,7 +89,7 @@ def _forward_calls(model, batch_size, prompt_length, cache, max_cache_len, left_
 
 def calls(model, batch_sizes=(1,), prompt_lengths=(128,), max_new_tokens=1, cache="dynamic", max_cache_len=None,
           left_padding=True):
-    """The distinct calls of torch.ops.rime.attention that `generate` makes for these batch sizes, prompt lengths and
+    """The distinct calls of torch.ops.rime.attention_out that `generate` makes for these batch sizes, prompt lengths and
     new tokens with a `cache` ('dynamic': DynamicCache; 'static': StaticCache of max_cache_len, default prompt +
     new tokens): the prefill's and every decode step's, found by one fake prefill and decode per (batch, prompt).
     The model's attention implementation must be "rime"."""
@@ -132,7 +132,7 @@ def check(model, arch=None, batch_size=1, prompt_length=16, cache="dynamic"):
     chosen."""
     lines = []
     for c in calls(model, (batch_size,), (prompt_length,), 2, cache):
-        graph = rime_torch.graph("attention", **c.kwargs)
+        graph = rime_torch.graph("attention_out", **c.kwargs)
         e = rime_explain(graph, arch=arch, json=True) if arch else rime_explain(graph, json=True)
         decision = e.get("decision")
         if not decision:
@@ -155,5 +155,5 @@ def warmup(model, batch_sizes=(1,), prompt_lengths=(128,), max_new_tokens=128, c
     for layer, group in _layer_kinds(found).items():
         _log.info("rime.transformers.warmup: %s: %d shape classes", layer, len(group))
         for c in group:
-            plans.append(rime_torch.warmup("attention", device=device, arch=arch, **c.kwargs))
+            plans.append(rime_torch.warmup("attention_out", device=device, arch=arch, **c.kwargs))
     return plans
