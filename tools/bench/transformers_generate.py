@@ -5,9 +5,9 @@ one run: tokens/s, prefill time, decode time per token, and the attention's shar
 attention call). A benchmark, not a test (issue 54's table in docs/perf.md).
 
     python3 tools/bench/transformers_generate.py [--layers 4] [--rounds 3] [--backends rime,sdpa-flash,...]
-                                                 [--variant MODULE] [--csv FILE]
+                                                 [--variant MODULE] [--shapes 8x2048+256,...] [--csv FILE]
 
-Shapes: batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
+Shapes (--shapes): batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
 (no padding: sdpa's mask function and rime's then hand no mask, and both take their causal path). Prefill time is a
 generate of one token; decode time per token is (generate of N - generate of 1) / (N - 1). Attention's time is CUDA
 events around each call (where the host binds, as a decode step does, that is the host's time between them) and the
@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backends", default="rime,sdpa-cudnn,sdpa-flash,eager")
     ap.add_argument("--variant")
+    ap.add_argument("--shapes", default=",".join(f"{b}x{p}+{n}" for b, p, n in SHAPES))
     ap.add_argument("--csv")
     a = ap.parse_args()
     config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=a.layers,
@@ -112,7 +113,8 @@ def main():
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
     model = model.cuda().eval()
     rows, table = [], backends(a.backends.split(","), a.variant)
-    for B, P, N in SHAPES:
+    shapes = [tuple(int(x) for x in t.replace("x", "+").split("+")) for t in a.shapes.split(",")]
+    for B, P, N in shapes:
         ids = torch.randint(1, config.vocab_size, (B, P), device="cuda")
         runs = {}
         for r in range(a.rounds + 1):
