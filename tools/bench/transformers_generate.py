@@ -7,12 +7,13 @@ attention call). A benchmark, not a test (issue 54's table in docs/perf.md).
     python3 tools/bench/transformers_generate.py [--layers 4] [--rounds 3] [--backends rime,sdpa-flash,...]
                                                  [--variant MODULE] [--shapes 8x2048+256,...] [--csv FILE]
 
-Shapes (--shapes): batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of equal length
-(no padding: sdpa's mask function and rime's then hand no mask, and both take their causal path). Prefill time is a
-generate of one token; decode time per token is (generate of N - generate of 1) / (N - 1). Attention's time is CUDA
-events around each call (where the host binds, as a decode step does, that is the host's time between them) and the
-host's own time in the call. Each backend runs each shape once untimed first; then `--rounds` rounds run every
-backend in turn (so that drift of clocks and host load falls on all alike), and the medians are printed.
+Shapes (--shapes): batch 8 x prompt 2048 + 256 new tokens, and batch 64 x prompt 512 + 128 new tokens; prompts of
+equal length (no padding: sdpa's mask function and rime's then hand no mask, and both take their causal path).
+Prefill time is a generate of one token; decode time per token is (generate of N - generate of 1) / (N - 1).
+Attention's time is CUDA events around each call (where the host binds, as a decode step does, that is the host's
+time between them) and the host's own time in the call. Each backend runs each shape once untimed first; then
+`--rounds` rounds run every backend in turn (so that drift of clocks and host load falls on all alike), and the
+medians are printed.
 --backends picks some of rime, sdpa-cudnn, sdpa-flash and eager; --variant MODULE adds another version of
 rime.transformers (a copy of the package's transformers/ importable as MODULE, e.g. rime.transformers_b) as the
 backend "MODULE", timed in the same rounds.

@@ -78,7 +78,8 @@ def pieces(B, S, other):
     yield "rime.transformers.mask (a forward's, once)", lambda: rt.mask(B, 1, S, S - 1, attention_mask=am), None
     if other is not None:
         seq_b = other.mask(B, 1, S, S - 1, attention_mask=am)
-        yield "--variant: attention (its sequences)", lambda: other.attention(layer, q, k, v, seq_b, scaling=scale), None
+        yield "--variant: attention (its sequences)", lambda: other.attention(
+            layer, q, k, v, seq_b, scaling=scale), None
         yield "--variant: mask (a forward's, once)", lambda: other.mask(B, 1, S, S - 1, attention_mask=am), None
 
 

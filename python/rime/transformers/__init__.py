@@ -6,7 +6,7 @@
     rime.transformers.warmup(model, batch_sizes=[1, 8], prompt_lengths=[512], max_new_tokens=256)
     out = model.generate(**tokenizer(prompts, return_tensors="pt", padding=True).to("cuda"), max_new_tokens=256)
 
-Every layer's attention runs as torch.ops.rime.attention over the tensors transformers hands it (K and V as the
+Every layer's attention runs as torch.ops.rime.attention_out over the tensors transformers hands it (K and V as the
 cache holds them: not repeated to the query heads, not copied). Padding on either side of each sequence, a
 StaticCache's unused tail and a sliding-window layer's cache reach the operator as per-sequence starts and lengths
 that rime's mask function computes on the device once per forward (no gather, no host sync). What rime does not

@@ -4,7 +4,7 @@ with no host sync: what the mask function hands the attention function in place 
 The sequences of one forward are a [4, B, 1, 1] int32 tensor, rows START_Q, LEN_Q, START_KV, LEN_KV: sequence b's
 queries are rows [start_q, start_q + len_q) of the dense S_q axis and its keys positions [start_kv, start_kv + len_kv)
 of the K/V tensors the layer's cache hands the attention function. Every row is a contiguous [B] view (rows()),
-passed to torch.ops.rime.attention as it is. Four dims, because transformers hands a 4D mask back unchanged as
+passed to torch.ops.rime.attention_out as it is. Four dims, because transformers hands a 4D mask back unchanged as
 "already prepared": generate makes the mask of a compileable cache (a StaticCache) before the forward and passes
 it in as the attention_mask, and a 2D tensor would be read as a padding mask again.
 

@@ -1,6 +1,6 @@
 """What a model will ask of rime, found before it serves: its forward run on fake tensors (no GPU work, no weights
-read) records every attention layer's call of torch.ops.rime.attention_out; check() explains each distinct call for the
-GPU's arch, warmup() plans (and compiles) them."""
+read) records every attention layer's call of torch.ops.rime.attention_out; check() explains each distinct call for
+the GPU's arch, warmup() plans (and compiles) them."""
 import logging
 
 import torch
@@ -89,8 +89,8 @@ def _forward_calls(model, batch_size, prompt_length, cache, max_cache_len, left_
 
 def calls(model, batch_sizes=(1,), prompt_lengths=(128,), max_new_tokens=1, cache="dynamic", max_cache_len=None,
           left_padding=True):
-    """The distinct calls of torch.ops.rime.attention_out that `generate` makes for these batch sizes, prompt lengths and
-    new tokens with a `cache` ('dynamic': DynamicCache; 'static': StaticCache of max_cache_len, default prompt +
+    """The distinct calls of torch.ops.rime.attention_out that `generate` makes for these batch sizes, prompt lengths
+    and new tokens with a `cache` ('dynamic': DynamicCache; 'static': StaticCache of max_cache_len, default prompt +
     new tokens): the prefill's and every decode step's, found by one fake prefill and decode per (batch, prompt).
     The model's attention implementation must be "rime"."""
     impl = getattr(model.config, "_attn_implementation", None)
