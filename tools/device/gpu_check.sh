@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU session checks, in one command for the device tool (a cold start costs a minute, so batch).
 # Every step runs under a time limit of its own, so that a hang costs its limit and not the session.
-#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|ranks|python|transformers|accuracy]...
+#   tools/device/gpu_check.sh OUTDIR [build|smoke|quick|full|memcheck|racecheck|synccheck|bench|ab|overhead|heuristics|tune|ranks|python|transformers|accuracy|pack]...
 #   build      configure and build here (16 cores: ~1 minute from a bare checkout), into build/
 #   smoke      `rime run` of every example and the D 256 bench graphs
 #   quick      the quick tier of the GPU tests (<= 2 minutes on the H200): every row, engine, dtype family and output
@@ -28,6 +28,8 @@
 #   accuracy   tools/bench/transformers_accuracy.py (rime, sdpa and eager against float32 attention in a model; where a
 #              left-padded batch's greedy tokens first part from each prompt's alone) into OUTDIR/accuracy.txt;
 #              after `python`
+#   pack       every file in OUTDIR into one archive, OUTDIR/all.tar.gz (the device tool brings back at most 8 files
+#              of a call: a bench alone writes 7); last
 # Binaries come from build/ (or .carry/bin when a session carried them: tools/device/prepare_carry.sh).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUTDIR [steps]}; shift
@@ -189,6 +191,10 @@ for step in $steps; do
       export PYTHONPATH=/tmp/rime-py${PYTHONPATH:+:$PYTHONPATH}
       timeout 300 python3 "$root/tools/bench/transformers_accuracy.py" 2>&1 | grep -v Warning |
         tee "$out/accuracy.txt" ;;
+    pack)
+      tar czf /tmp/gpu_check_all.tar.gz -C "$out" --exclude=./all.tar.gz . &&
+        find "$out" -mindepth 1 -delete && mv /tmp/gpu_check_all.tar.gz "$out/all.tar.gz"
+      echo "pack: exit $?, $out/all.tar.gz" ;;
     *) echo "gpu_check.sh: unknown step '$step'"; exit 2 ;;
   esac
 done
