@@ -4,7 +4,7 @@ diagnostic beside transformers_generate.py (whose decode binds on the host; docs
 
     python3 tools/bench/transformers_host_profile.py [--calls 200] [--rounds 7] [--variant MODULE]
 
-Each piece is timed as python_overhead.py times a call: a sleep kernel of ~50 ms first, so that the GPU runs none of
+Each piece is timed by python_overhead.py's host_us: a sleep kernel of ~50 ms first, so that the GPU runs none of
 the calls while the host loops over them, and the loop's time per call is the host's cost. A round stays below the
 launch queue's depth (about a thousand kernels: past it a launch waits for the sleep to end), so the mask function,
 five kernels a call, loops over --calls / 5 calls a round. The shapes are the generate benchmark's decodes (32 query
@@ -16,9 +16,7 @@ mask functions timed beside the package's.
 import argparse
 import contextlib
 import importlib
-import statistics
 import sys
-import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -28,28 +26,14 @@ import rime.torch
 import rime.transformers as rt
 from rime.transformers import _sequences
 
+from python_overhead import host_us  # beside this file: a call's host cost, the GPU held off by a sleep kernel
+
 H_Q, H_KV, D = 32, 8, 128
 
 
 class Layer:
     """What the attention functions read of a layer."""
     is_causal, layer_idx, num_key_value_groups, config = True, 0, H_Q // H_KV, None
-
-
-def host_us(fn, calls, rounds, kernels=1):
-    calls = max(calls // kernels, 10)
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    per_call = []
-    for _ in range(rounds):
-        torch.cuda._sleep(100_000_000)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call.append((time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(per_call)
 
 
 def pieces(B, S, other):
@@ -96,10 +80,10 @@ def main():
         for B, S in ((8, 2304), (64, 576)):
             print(f"\n| B{B} S_kv {S}: piece | host us a call |\n|---|---|")
             for name, fn, context in pieces(B, S, other):
-                kernels = 5 if "mask" in name else 1
+                calls = a.calls // 5 if "mask" in name else a.calls  # the mask function launches five kernels a call
                 try:
-                    with context() if context else contextlib.nullcontext():
-                        print(f"| {name} | {host_us(fn, a.calls, a.rounds, kernels):.1f} |", flush=True)
+                    print(f"| {name} | {host_us(fn, calls, a.rounds, context or contextlib.nullcontext):.1f} |",
+                          flush=True)
                 except Exception as e:  # a backend that refuses the shape: said, and the rest still timed
                     print(f"| {name} | {type(e).__name__}: {str(e)[:120]} |", flush=True)
     return 0

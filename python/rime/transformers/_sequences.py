@@ -32,8 +32,9 @@ def is_sequences(mask):
 
 def rows(mask):
     """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views, no copy). In eager mode
-    sequences() keeps them beside the tensor, so that each layer's call takes them without an op: a torch op costs
-    10-15 us of an H200 host's time, and a decode step of a 4-layer model binds on the host (docs/perf.md)."""
+    sequences() keeps them beside the tensor, so that each layer's call takes them without an op: made by indexing,
+    they took 9.9 us of an H100 host a call (tools/bench/transformers_host_profile.py), and a decode step binds on
+    the host (docs/perf.md, "transformers generate")."""
     if not torch.compiler.is_compiling():
         kept = getattr(mask, "_rime_rows", None)
         if kept is not None:
@@ -72,8 +73,8 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
     if m.dtype == torch.bool:  # argmax takes no bool
         m = m.to(torch.int32)
     # The queries' run read from the mask's last q_length positions directly (one run a row: their count and first
-    # true position are the queries' length and start): nine ops a forward, where the bounds' arithmetic took
-    # twelve. Every op costs the host its launch, and a decode step binds on the host.
+    # true position are the queries' length and start), not derived from the sequence's bounds: nine ops a forward,
+    # each costing the host its launch in a decode step that binds on the host.
     queries = m[:, m.shape[1] - q_length:]
     first = m.argmax(1)  # the first true position (0 for a row of none: count 0)
     return _made(torch.stack((queries.argmax(1), queries.sum(1), first, m.sum(1))).to(torch.int32))
