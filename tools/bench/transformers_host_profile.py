@@ -7,7 +7,7 @@ diagnostic beside transformers_generate.py (whose decode binds on the host; docs
 Each piece is timed by python_overhead.py's host_us: a sleep kernel of ~50 ms first, so that the GPU runs none of
 the calls while the host loops over them, and the loop's time per call is the host's cost. A round stays below the
 launch queue's depth (about a thousand kernels: past it a launch waits for the sleep to end), so the mask function,
-five kernels a call, loops over --calls / 5 calls a round. The shapes are the generate benchmark's decodes (32 query
+six kernels a call, loops over --calls / 6 calls a round. The shapes are the generate benchmark's decodes (32 query
 heads over 8 kv heads, D 128, BF16): B 8 over 2304 keys and B 64 over 576, Q a [B, H, 1, D] view of the projection as
 Llama's attention hands it, K and V a DynamicCache's [B, H_kv, S, D].
 --variant MODULE: another version of rime.transformers (as transformers_generate.py takes it), its attention and
@@ -80,7 +80,7 @@ def main():
         for B, S in ((8, 2304), (64, 576)):
             print(f"\n| B{B} S_kv {S}: piece | host us a call |\n|---|---|")
             for name, fn, context in pieces(B, S, other):
-                calls = a.calls // 5 if "mask" in name else a.calls  # the mask function launches five kernels a call
+                calls = a.calls // 6 if "mask" in name else a.calls  # the mask function launches six kernels a call
                 try:
                     print(f"| {name} | {host_us(fn, calls, a.rounds, context or contextlib.nullcontext):.1f} |",
                           flush=True)
