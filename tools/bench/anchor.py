@@ -39,6 +39,7 @@ SHAPES = [
     ("decode_b8_h16g8_skv8192_d256", 8, 16, 8, 1, 8192, 256, False, 256),
     ("decode_b8_h16g8_skv32768_d256", 8, 16, 8, 1, 32768, 256, False, 256),
     ("decode_b8_h32g8_skv32768_d80", 8, 32, 8, 1, 32768, 80, False, 80),
+    ("decode_b8_h32g8_skv32768_d64", 8, 32, 8, 1, 32768, 64, False, 64),
     # MLA-style decode: 16 q heads over one kv head, D_qk 192 / D_v 128 (16 packed rows).
     ("decode_b8_h16g16_skv32768_dqk192_dv128", 8, 16, 1, 1, 32768, 192, False, 128),
 ]
