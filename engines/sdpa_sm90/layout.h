@@ -100,10 +100,13 @@ constexpr int kStages = 2;
 // and the other head dims, 128 at D 64. 96 16-bit keys at D 80 and 96 (O of 40-48 registers, S of 96 in 48 and P in
 // 24; at 128 keys 48-212 bytes spilled, ptxas 13.0).
 // One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
-// beside O; D 256 is never served with one), 64 16-bit keys: the same 16 KB per K stage
-// at D 128, so that two CTAs fit the SM's shared memory (128 keys would take 145 KB a CTA at D 128, one CTA per SM).
+// beside O; D 256 is never served with one); 16-bit, 64 keys at D 128 and above (the same 16 KB per K stage as the
+// FP8 tile, so that two CTAs fit the SM's shared memory: 128 keys would take 145 KB a CTA at D 128) and 128 below.
+// A split decode runs one CTA per SM (engine.cpp, geometry), whose two stages are what the SM has in flight: 64
+// 16-bit keys held 20 KB of K and V a stage at D 80 and 24 KB at D 96, which read at 0.81x and 0.97x of a copy
+// where D 128's 32 KB read at 1.01x (H100 at 77ecef1, docs/perf.md: the read rate followed the bytes a stage).
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers, bool q_split = false) {
-  return n_consumers == 1 ? (d == 256 || elem_bytes == 2 ? 64 : 128)
+  return n_consumers == 1 ? (d == 256 || (elem_bytes == 2 && d >= 128) ? 64 : 128)
          : n_consumers == 3 ? (d == 64 ? 128
                                : (elem_bytes == 1 && (d == 96 || d == 128) && !q_split) || (elem_bytes == 2 && d < 128)
                                    ? 96
