@@ -101,10 +101,9 @@ constexpr int kStages = 2;
 // 24; at 128 keys 48-212 bytes spilled, ptxas 13.0).
 // One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
 // beside O; D 256 is never served with one); 16-bit, 64 keys at D 128 and above (the same 16 KB per K stage as the
-// FP8 tile, so that two CTAs fit the SM's shared memory: 128 keys would take 145 KB a CTA at D 128) and 128 below.
-// A split decode runs one CTA per SM (engine.cpp, geometry), whose two stages are what the SM has in flight: 64
-// 16-bit keys held 20 KB of K and V a stage at D 80 and 24 KB at D 96, which read at 0.81x and 0.97x of a copy
-// where D 128's 32 KB read at 1.01x (H100 at 77ecef1, docs/perf.md: the read rate followed the bytes a stage).
+// FP8 tile, so that two CTAs fit the SM's shared memory: 128 keys would take 145 KB a CTA at D 128) and 128 below:
+// the B8 S_kv 32k decodes took 0.934x (D 64), 0.936x (D 80) and 0.988x (D 96) the time of 64-key tiles (H100 A/B,
+// 3 rounds, docs/perf.md), half as many tiles' waits and turns per byte.
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers, bool q_split = false) {
   return n_consumers == 1 ? (d == 256 || (elem_bytes == 2 && d >= 128) ? 64 : 128)
          : n_consumers == 3 ? (d == 64 ? 128
