@@ -214,7 +214,7 @@ def test_a_builder_graph_plans_with_pins():
     g2 = b.sdpa(q=q, k=k, v=v, o=o, stats=st, causal=True, tile=(192, 64))
     with pytest.raises(rime.NotSupportedError) as e:
         rime.plan(g2, arch="sm_90a", sms=132)
-    assert any("tile 192x64 not in {64x64, 128x128, 192x128} for head dims (64, 64)" in r for r in e.value.reasons)
+    assert any("tile 192x64 not in {64x128, 128x128, 192x128} for head dims (64, 64)" in r for r in e.value.reasons)
 
 
 def test_context_parallel_plans_a_ranks_shard_and_refuses_what_it_cannot_serve():
