@@ -123,6 +123,9 @@ struct SdpaParams {
   const int* seq_start_q;
   const int* seq_start_kv;
   float logit_softcap;  // RIME_F_SOFTCAP: the cap c (> 0)
+  // sdpa_sm90's dynamic row tiles (layout.h, dynamic_row_tiles): the next row tile's launch index, zeroed by the
+  // plan before each execute; nullptr otherwise.
+  unsigned* row_tile_counter;
 };
 
 struct CombineParams {

@@ -142,6 +142,7 @@ SdpaParams sdpa_params(const Facts& f, const Config& c, const Bindings& b) {
   p.scale_o = static_cast<const float*>(b.of(Role::ScaleO));
   p.o_partial = static_cast<float*>(b.region(c.derived, "o_partial"));
   p.lse_partial = static_cast<float*>(b.region(c.derived, "lse_partial"));
+  p.row_tile_counter = static_cast<unsigned*>(b.region(c.derived, "row_tile_counter"));
   if (f.context_parallel.world > 0 && p.o_partial) {  // this rank's slots of the gathered partials
     const int64_t slot0 = int64_t{f.context_parallel.rank} * c.decision.split_kv, rows = f.B * f.H_q * f.S_q;
     p.o_partial += slot0 * rows * f.D_v;
@@ -274,7 +275,7 @@ bool balanced_walk_fits(const Facts& f, const TileGeometry& g) {
   return f.B * f.H_kv * g.kv_tiles < (int64_t{1} << 30) && g.kv_tiles <= 32768;
 }
 
-void make_balanced_grid(KernelStage& attention, const Facts& f, int64_t ctas_per_sm) {
+void make_persistent_grid(KernelStage& attention, const Facts& f, int64_t ctas_per_sm) {
   attention.grid = {ctas_per_sm * f.device.sm_count, 1, 1};
   attention.persistent = true;
 }

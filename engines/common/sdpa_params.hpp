@@ -52,9 +52,10 @@ Derived sdpa_derived(const Facts& facts, const CapabilityRow& row, const TileGeo
 Status add_attention_stages(Derived& derived, const Facts& facts, const CapabilityRow& row, const Decision& decision,
                             const TileGeometry& geometry, KernelSpec spec, int64_t smem_bytes);
 // Balanced split-KV (RIME_F_BALANCED, common/attention.cuh for_each_balanced_item): whether the walk's 32-bit
-// tile counts hold this geometry, and the persistent grid it runs on (ctas_per_sm x SMs CTAs, the GPU full once).
+// tile counts hold this geometry.
 bool balanced_walk_fits(const Facts& facts, const TileGeometry& geometry);
-void make_balanced_grid(KernelStage& attention, const Facts& facts, int64_t ctas_per_sm);
+// A persistent grid (balanced split-KV, sdpa_sm90's dynamic row tiles): ctas_per_sm x SMs CTAs, the GPU full once.
+void make_persistent_grid(KernelStage& attention, const Facts& facts, int64_t ctas_per_sm);
 // The combine's parameter block at `index` when the attention writes partials, nothing otherwise.
 void fill_combine_params(const Facts& facts, const Config& config, const Bindings& bindings, StageParams& out,
                          size_t index);

@@ -83,7 +83,7 @@ class SdpaMma final : public Engine {
                           "SdpaParams", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, g.smem_bytes); !s.ok()) return s;
     if (balanced)
-      make_balanced_grid(out.stages[0], f,
+      make_persistent_grid(out.stages[0], f,
                          heuristics::ctas_per_sm(g.smem_bytes, static_cast<int>(g.threads), f.device.smem_per_sm));
     return out;
   }

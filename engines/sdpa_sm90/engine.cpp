@@ -272,7 +272,16 @@ class SdpaSm90 final : public Engine {
                     kernel_consumers_name(n_consumers)),
         "__grid_constant__ SdpaSm90Params", f.device.arch_name()};
     if (Status s = add_attention_stages(out, f, row, d, g, spec, out.smem_bytes); !s.ok()) return s;
-    if (balanced) make_balanced_grid(out.stages[0], f, g.ctas_per_sm);
+    if (balanced) make_persistent_grid(out.stages[0], f, g.ctas_per_sm);
+    // Masked three-consumer grids take their row tiles from a counter on a persistent grid (layout.h,
+    // dynamic_row_tiles; Config::kDynamic decides the same from the kernel's features).
+    const int features = sdpa_features(f, split);
+    if (rime_sm90::dynamic_row_tiles(n_consumers, (features & RIME_F_MASK) != 0 && (features & RIME_F_PADDING) == 0,
+                                     split,
+                                     (features & (RIME_F_PAGED | RIME_F_RAGGED_Q | RIME_F_RAGGED_KV | RIME_F_STARTS)) != 0)) {
+      make_persistent_grid(out.stages[0], f, g.ctas_per_sm);
+      add_workspace_region(out, "row_tile_counter", 4);
+    }
     return out;
   }
 

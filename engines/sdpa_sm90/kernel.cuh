@@ -57,6 +57,16 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
     piece_lists = balanced_lists;
   }
 
+  DynamicSlots* dyn = nullptr;  // dynamic row tiles: the ring of launch indices taken (tile_scheduler.cuh)
+  if constexpr (Cfg::kDynamic) {
+    __shared__ DynamicSlots dynamic_slots;
+    dyn = &dynamic_slots;
+    if (tid == 0)
+      for (int i = 0; i < 4; ++i) {
+        mbar_init(&dyn->full[i], 1);
+        mbar_init(&dyn->empty[i], 4 * (Cfg::kC + 1));
+      }
+  }
   if (tid == 0) init_ring<Cfg>(ring);
   if constexpr (Cfg::kMmaSums) {
     // The rows of ones after each V^T sub-tile's kDv rows, in every stage: written once (the transposes write
@@ -75,10 +85,10 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
   __syncthreads();
 
   if (wg == 0) {
-    producer<Cfg>(params, tiles, ring, grid_work, piece_lists, tid, wg);
+    producer<Cfg>(params, tiles, ring, grid_work, piece_lists, tid, wg, dyn);
     return;
   }
-  consumer<Cfg>(params, tiles, ring, grid_work, piece_lists, tid, wg);
+  consumer<Cfg>(params, tiles, ring, grid_work, piece_lists, tid, wg, dyn);
 }
 
 }  // namespace rime_dev

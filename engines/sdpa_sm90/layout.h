@@ -123,6 +123,20 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
   return fp8 && n_consumers > 1 && d_v <= 128 ? 8 : 0;
 }
 
+// Row tiles taken from a counter (tile_scheduler.cuh, for_each_work): three-consumer grids under a mask with the
+// same lengths in every batch (their launch order is heaviest first), unsplit, without pages, ragged tensors or
+// per-sequence starts, launch as many CTAs as the GPU holds at once; each CTA takes the next row tile in that order
+// from a counter in the workspace, and the producer loads the next tile's K and V while the consumers finish. The
+// counter hands each free SM the next heaviest tile, as the hardware's launch order did (a static walk of the same
+// tiles lost 9-13% on the long causal rows), and the last consumer wakes consumer 0 after its last turn, so that
+// consumer 0 starts the next row tile while the others finish theirs. H100 A/B against the grid of one CTA a tile
+// (docs/perf-history.md, "a persistent grid taking row tiles from a counter"): B64 H32/8 S512 D 128 causal 0.941x
+// the time, FP8 B4 S4096 D 128 causal 0.967x, the other 4k causal rows 0.979x-1.009x.
+RIME_HOST_DEVICE constexpr bool dynamic_row_tiles(int n_consumers, bool masked_row_order, bool split,
+                                                  bool paged_ragged_or_starts) {
+  return n_consumers == 3 && masked_row_order && !split && !paged_ragged_or_starts;
+}
+
 // A paged tile's TMA box: min(page_size, the largest power of two dividing tile_kv) keys (96-key tiles: boxes of at
 // most 32), so that a tile is whole boxes and no box crosses a page (page sizes are powers of two).
 RIME_HOST_DEVICE constexpr int box_log2_cap(int tile_kv) {

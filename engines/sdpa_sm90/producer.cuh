@@ -201,7 +201,8 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
 // of the CTA's work.
 template <class Cfg>
 __device__ __forceinline__ void producer(const SdpaSm90Params& params, const Tiles& tiles, const Ring& ring,
-                                         const Work& grid_work, PieceList* piece_lists, int tid, int wg) {
+                                         const Work& grid_work, PieceList* piece_lists, int tid, int wg,
+                                         DynamicSlots* dyn) {
   if constexpr (rime_sm90::shares_registers(Cfg::kC, Cfg::kDv))
     setmaxnreg_dec<rime_sm90::producer_regs(Cfg::kC, Cfg::kFp8, Cfg::kQSplit, Cfg::kDv)>();
   const int ptid = tid;
@@ -211,7 +212,7 @@ __device__ __forceinline__ void producer(const SdpaSm90Params& params, const Til
     prefetch_tensor_map(&params.v_map);
   }
   for_each_work<Cfg>(params.p, grid_work, piece_lists, tid, wg,
-                     [&](const Work& w) { produce_work<Cfg>(params, tiles, ring, ptid, issuer, w); });
+                     [&](const Work& w) { produce_work<Cfg>(params, tiles, ring, ptid, issuer, w); }, dyn);
 }
 
 }  // namespace sm90

@@ -1,5 +1,6 @@
 // sdpa_sm90: which work a CTA does. Unbalanced, one row tile's KV tiles of one (kv head, batch, split): the grid's
-// coordinates, which masked grids reorder heaviest first; balanced (a split decode over per-sequence lengths), the
+// coordinates, which masked grids reorder heaviest first; dynamic (layout.h, dynamic_row_tiles), the row tiles of
+// that order taken one after the other from a counter; balanced (a split decode over per-sequence lengths), the
 // pieces for_each_balanced_item deals this CTA, one after the other.
 #pragma once
 
@@ -20,11 +21,17 @@ struct Work {
 // The grid's work of this CTA, computed before the roles part (the two-consumer kernels' SASS is sensitive to
 // where it is computed, docs/perf-history.md, "Kernel versions: prediction and result", session 21 (v22)). Balanced:
 // none (for_each_work deals the pieces).
+// `launch`: with Config::kDynamic, the launch index taken from the counter (for_each_work), which stands for the
+// CTA of the grid of one CTA a row tile that it replaces; -1: none yet (Work{}).
 template <class Cfg>
-__device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
+__device__ __forceinline__ Work grid_work_of(const SdpaParams& p, int launch = -1) {
   constexpr int kFeatures = Cfg::kFeatures, kTileQ = Cfg::kTileQ, kN = Cfg::kN;
   constexpr bool kBalanced = Cfg::kBalanced, kMaskedRowOrder = Cfg::kMaskedRowOrder, kMask = Cfg::kMask;
   constexpr bool kSplit = Cfg::kSplit, kPadding = Cfg::kPadding;
+  constexpr bool kDynamic = Cfg::kDynamic;
+  if constexpr (kBalanced || kDynamic) {
+    if (launch < 0) return Work{};
+  }
   if constexpr (kBalanced) {
     return Work{};
   } else {
@@ -44,9 +51,11 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
       // group's nq x kGroup CTAs come from the slice index y + H_kv z by shifts; only the last group, with fewer
       // slices, divides (its CTAs alone). The slice's (kv head, batch, split) by SdpaParams' divisors.
       constexpr int kGroup = 4;
-      const unsigned nq = gridDim.x, slices = gridDim.y * gridDim.z;
-      const unsigned grid_slice = blockIdx.y + gridDim.y * blockIdx.z;
-      const unsigned group = grid_slice / kGroup, r = blockIdx.x + nq * (grid_slice % kGroup);
+      const unsigned nq = kDynamic ? unsigned((p.packed_rows + kTileQ - 1) / kTileQ) : gridDim.x;
+      const unsigned slices = kDynamic ? unsigned(p.H_kv * p.B) : gridDim.y * gridDim.z;
+      const unsigned grid_slice = kDynamic ? unsigned(launch) / nq : blockIdx.y + gridDim.y * blockIdx.z;
+      const unsigned bx = kDynamic ? unsigned(launch) - grid_slice * nq : blockIdx.x;
+      const unsigned group = grid_slice / kGroup, r = bx + nq * (grid_slice % kGroup);
       const unsigned in_group = min(unsigned(kGroup), slices - group * kGroup);
       int slice;
       if (in_group == kGroup) {
@@ -73,7 +82,8 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p) {
     const BatchExtent ext = batch_extent<kFeatures>(p, b);
     int row0 = q_tile * kTileQ;
     if constexpr (kMask) {
-      const int grid_pad = int(gridDim.x) * kTileQ - p.packed_rows;
+      const int n_q_tiles = kDynamic ? (p.packed_rows + kTileQ - 1) / kTileQ : int(gridDim.x);
+      const int grid_pad = n_q_tiles * kTileQ - p.packed_rows;
       if constexpr (kPadding) {
         const int own_pad = (kTileQ - max(ext.seq_q, 0) * p.group % kTileQ) % kTileQ;
         row0 -= (kFeatures & RIME_F_RAGGED_Q) != 0 ? own_pad : min(own_pad, grid_pad);
@@ -104,11 +114,18 @@ struct PieceList {
   int n_pieces, more_pieces;
 };
 
+// Config::kDynamic: the launch indices a CTA took, in a ring of four slots (for_each_work). full: the index is
+// written (one arrival); empty: every warp of the CTA has read it.
+struct DynamicSlots {
+  u64 full[4], empty[4];
+  int index[4];
+};
+
 // Runs run(work) for each piece of this CTA's work, in the role of warpgroup `wg` (0: the producer).
-// piece_lists: [2], the producer's and the consumer's (balanced only).
+// piece_lists: [2], the producer's and the consumer's (balanced only); dyn: the slots (Config::kDynamic only).
 template <class Cfg, class Run>
 __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& grid_work, PieceList* piece_lists,
-                                              int tid, int wg, Run&& run) {
+                                              int tid, int wg, Run&& run, DynamicSlots* dyn = nullptr) {
   constexpr int kFeatures = Cfg::kFeatures, kTileQ = Cfg::kTileQ, kN = Cfg::kN;
   constexpr int kProducerBar = Cfg::kProducerBar, kOwnBar = Cfg::kOwnBar;
   constexpr bool kBalanced = Cfg::kBalanced, kMask = Cfg::kMask;
@@ -151,6 +168,33 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
       }
       named_sync(list_bar, 128);  // every thread of the role has read the list before the next round's
       if (!more) break;
+    }
+  } else if constexpr (Cfg::kDynamic) {
+    // The producer's first thread takes the CTA's k-th launch index from the counter (zeroed by the plan before
+    // each launch) into slot k % 4, once every warp has read what the slot held four works before, and every
+    // thread reads it there: the producer runs ahead of the consumers by up to its ring's stages of K/V, which may
+    // span several short row tiles. An index past the grid's last ends the CTA's work.
+    DynamicSlots& d = *dyn;
+    const int lane = tid & 31;
+    const int total = ((p.packed_rows + kTileQ - 1) / kTileQ) * p.H_kv * p.B;
+    int base = 0;
+    for (int k = 0;; ++k) {
+      const int slot = k % 4;
+      const unsigned ph = unsigned(k / 4) & 1u;
+      if (tid == 0) {
+        if (k >= 4) mbar_wait(&d.empty[slot], ph ^ 1u);
+        d.index[slot] = int(atomicAdd(p.row_tile_counter, 1u));
+        mbar_arrive(&d.full[slot]);
+      }
+      mbar_wait(&d.full[slot], ph);
+      const int launch = *static_cast<volatile int*>(&d.index[slot]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&d.empty[slot]);
+      if (launch >= total) break;
+      Work w = grid_work_of<Cfg>(p, launch);
+      w.base = base;
+      run(w);
+      base += w.n_tiles;
     }
   } else {
     run(grid_work);

@@ -340,6 +340,7 @@ Status Plan::prepare(int device_ordinal) {
   }
   s.functions = std::move(functions);
   s.grid_x = std::move(grid_x);
+  if (const WorkspaceRegion* counter = s.config.derived.region("row_tile_counter")) s.row_tile_counter = counter->offset;
   int after_collective = -1;
   if (s.context_parallel) {
     RIME_RETURN_IF_ERROR(context_parallel::check_communicator(*s.context_parallel, device_ordinal));
@@ -370,6 +371,12 @@ Status launch(const Plan::State& s, const engines::RoleBuffers& buffers, void* w
   // (griddepcontrol.wait) before it reads what the predecessor wrote, so its launch and prologue hide behind
   // the predecessor's tail. The first stage launches plainly: it must follow everything before it.
   const bool programmatic = allow_programmatic && s.facts.device.arch >= 90 && api->cuLaunchKernelEx != nullptr;
+  // A persistent grid's row tile counter starts at zero in every execute (a 4-byte memset on the stream).
+  if (first == 0 && s.row_tile_counter >= 0)
+    RIME_RETURN_IF_ERROR(driver::check(
+        api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(workspace) + static_cast<CUdeviceptr>(s.row_tile_counter),
+                              0, 1, cu_stream),
+        "cuMemsetD32Async(row tile counter)"));
   const auto& stages = s.config.derived.stages;
   for (size_t n = static_cast<size_t>(first); n < static_cast<size_t>(end); ++n) {
     const KernelStage& stage = stages[n];

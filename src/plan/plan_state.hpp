@@ -34,6 +34,9 @@ struct Plan::State {
   std::vector<CUfunction> functions;  // one per stage once prepared
   std::vector<unsigned> grid_x;       // per stage once prepared: grid x as launched (a persistent stage's: occupancy x SMs)
   std::vector<std::string> launch_failure;  // per stage: the text of a failed launch (no formatting in execute)
+  // The workspace's "row_tile_counter" region (a persistent grid's next row tile, engines/sdpa_sm90/layout.h,
+  // dynamic_row_tiles), which execute zeroes before the first stage: its offset, or -1.
+  int64_t row_tile_counter = -1;
   bool prepared = false;
   // A context-parallel plan's options (PlanOptions::context_parallel): its communicator, checked when prepared.
   std::optional<ContextParallel> context_parallel;
