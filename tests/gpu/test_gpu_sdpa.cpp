@@ -293,6 +293,72 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
   fmt::print("ws edge shapes: {} run, {} passed\n", ran, passed);
 }
 
+// Dynamic row tiles (engines/sdpa_sm90/layout.h, dynamic_row_tiles): masked three-consumer grids run on a
+// persistent grid whose CTAs take row tiles from a counter in the workspace. Here each CTA takes several (336-512
+// row tiles over at most 132 CTAs), under causal, bottom-right causal over a longer cache and a sliding window, in
+// FP8 and BF16; each plan runs twice, and the harness poisons the workspace (0xFF) before each run, so the second
+// passes only if the plan zeroes the counter itself. In [sm90], so that the sanitizers' runs include them.
+TEST_CASE("dynamic row tiles: masked three-consumer grids taking row tiles from a counter", "[gpu][sm90]") {
+  struct MaskCase {
+    const char* what;
+    int64_t S_q, S_kv;
+    bool bottom_right;
+    int64_t window;  // 0: none
+  };
+  const std::vector<MaskCase> cases = {{"causal", 1500, 1500, false, 0},
+                                       {"bottom-right causal over a longer cache", 1000, 1777, true, 0},
+                                       {"sliding window 300, causal", 1500, 1500, false, 300}};
+  std::vector<Graph> graphs;
+  std::vector<std::string> labels;
+  for (const MaskCase& c : cases)
+    for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
+      const bool fp8 = in == DataType::FP8_E4M3;
+      Graph g(fmt::format("dynamic_{}", graphs.size()));
+      test::TensorAdder add{g};
+      SdpaAttributes a;
+      a.causal = true;
+      if (c.bottom_right) a.alignment = DiagonalAlignment::BottomRight;
+      if (c.window) a.window_left = c.window;
+      a.generate_stats = true;
+      a.tile = TileShape{192, fp8 ? 96 : 64};  // three consumers
+      const int64_t B = 4, H_q = 16, H_kv = 4, D = 128;
+      const int64_t q = add("Q", {B, H_q, c.S_q, D}, in), k = add("K", {B, H_kv, c.S_kv, D}, in),
+                    v = add("V", {B, H_kv, c.S_kv, D}, in), o = add("O", {B, H_q, c.S_q, D}, in, true);
+      const int64_t stats = add("Stats", {B, H_q, c.S_q, 1}, DataType::FP32, true);
+      if (fp8) {
+        SdpaFp8Operands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats;
+        test::add_fp8_scalars(add, io);
+        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+      } else {
+        SdpaOperands io;
+        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats;
+        REQUIRE(g.sdpa(io, a, "attn").ok());
+      }
+      graphs.push_back(std::move(g));
+      labels.push_back(fmt::format("{} ({})", c.what, to_string(in)));
+    }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0, ran = 0;
+  for (size_t n = 0; n < plans.size(); ++n) {
+    INFO(labels[n] << ": " << plans[n].status().to_string());
+    REQUIRE(plans[n].ok());
+    REQUIRE(plans[n]->prepared());
+    if (plans[n]->facts().device.arch_name() != "sm_90a") continue;
+    const Derived& d = plans[n]->config().derived;
+    REQUIRE(d.engine == "sdpa_sm90");
+    CHECK(plans[n]->config().decision.consumer_warpgroups == 3);
+    CHECK(d.stages.front().persistent);
+    CHECK(d.region("row_tile_counter") != nullptr);
+    CHECK(d.q_tiles * plans[n]->facts().H_kv * plans[n]->facts().B > 2 * plans[n]->facts().device.sm_count);
+    for (int run = 0; run < 2; ++run) {
+      passed += checked_trial(plans[n].value(), 15000 + 2 * n + run, 2048).passed;
+      ++ran;
+    }
+  }
+  fmt::print("dynamic row tiles: {} run, {} passed\n", ran, passed);
+}
+
 // Head dims 80 (Phi-2) and 96 (Phi-3) in 16 bits on both engines that serve them, every tier: the Hopper engine as
 // the heuristics choose it (two consumers here), and the mma.sync engine pinned by its 16x64 tile, causal with GQA
 // and odd lengths, against the reference. (The sweeps draw both head dims too; this makes each engine's run certain
