@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(rime_sm90::threads(kC), rime_sm90::ctas_per_sm
     if (tid == 0)
       for (int i = 0; i < 4; ++i) {
         mbar_init(&dyn->full[i], 1);
-        mbar_init(&dyn->empty[i], 4 * (Cfg::kC + 1));
+        mbar_init(&dyn->empty[i], 128 * (Cfg::kC + 1));
       }
   }
   if (tid == 0) init_ring<Cfg>(ring);

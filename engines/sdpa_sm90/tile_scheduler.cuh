@@ -115,7 +115,7 @@ struct PieceList {
 };
 
 // Config::kDynamic: the launch indices a CTA took, in a ring of four slots (for_each_work). full: the index is
-// written (one arrival); empty: every warp of the CTA has read it.
+// written (one arrival); empty: every thread of the CTA has read it.
 struct DynamicSlots {
   u64 full[4], empty[4];
   int index[4];
@@ -171,11 +171,10 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
     }
   } else if constexpr (Cfg::kDynamic) {
     // The producer's first thread takes the CTA's k-th launch index from the counter (zeroed by the plan before
-    // each launch) into slot k % 4, once every warp has read what the slot held four works before, and every
+    // each launch) into slot k % 4, once every thread has read what the slot held four works before, and every
     // thread reads it there: the producer runs ahead of the consumers by up to its ring's stages of K/V, which may
     // span several short row tiles. An index past the grid's last ends the CTA's work.
     DynamicSlots& d = *dyn;
-    const int lane = tid & 31;
     const int total = ((p.packed_rows + kTileQ - 1) / kTileQ) * p.H_kv * p.B;
     int base = 0;
     for (int k = 0;; ++k) {
@@ -188,8 +187,10 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
       }
       mbar_wait(&d.full[slot], ph);
       const int launch = *static_cast<volatile int*>(&d.index[slot]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&d.empty[slot]);
+      // Every thread arrives (an arrival releases the arriving thread's own read only): one arrival a warp after a
+      // __syncwarp left compute-sanitizer's racecheck reporting the slot's next write against the other lanes'
+      // reads.
+      mbar_arrive(&d.empty[slot]);
       if (launch >= total) break;
       Work w = grid_work_of<Cfg>(p, launch);
       w.base = base;
