@@ -129,9 +129,11 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
 // from a counter in the workspace, and the producer loads the next tile's K and V while the consumers finish. The
 // counter hands each free SM the next heaviest tile, as the hardware's launch order did (a static walk of the same
 // tiles lost 9-13% on the long causal rows), and the last consumer wakes consumer 0 after its last turn, so that
-// consumer 0 starts the next row tile while the others finish theirs. H100 A/B against the grid of one CTA a tile
-// (docs/perf-history.md, "a persistent grid taking row tiles from a counter"): B64 H32/8 S512 D 128 causal 0.941x
-// the time, FP8 B4 S4096 D 128 causal 0.967x, the other 4k causal rows 0.979x-1.009x.
+// consumer 0 starts the next row tile while the others finish theirs. H100 A/B against the grid of one CTA a tile,
+// two calls (docs/perf-history.md, "a persistent grid taking row tiles from a counter"): B64 H32/8 S512 D 128
+// causal 0.941x the time, FP8 B4 S4096 D 128 causal 0.967x-0.975x, BF16 1.009x-1.020x, the D 80 / 96 ones
+// 0.983x-1.008x. The launch indices count in 32 bits: a grid's row tiles stay far below 2^31 (each holds 192 rows of
+// Q, at least 12 KB).
 RIME_HOST_DEVICE constexpr bool dynamic_row_tiles(int n_consumers, bool masked_row_order, bool split,
                                                   bool paged_ragged_or_starts) {
   return n_consumers == 3 && masked_row_order && !split && !paged_ragged_or_starts;

@@ -175,7 +175,7 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
     // thread reads it there: the producer runs ahead of the consumers by up to its ring's stages of K/V, which may
     // span several short row tiles. An index past the grid's last ends the CTA's work.
     DynamicSlots& d = *dyn;
-    const int total = ((p.packed_rows + kTileQ - 1) / kTileQ) * p.H_kv * p.B;
+    const int total = ((p.packed_rows + kTileQ - 1) / kTileQ) * p.H_kv * p.B;  // below 2^31: layout.h
     int base = 0;
     for (int k = 0;; ++k) {
       const int slot = k % 4;
