@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "binding.hpp"
+#include "rime/padding_mask.hpp"
 
 namespace rime::python {
 namespace {
@@ -224,6 +225,29 @@ void bind_torch(nb::module_& m) {
       .def(nb::init<nb::handle, const std::vector<std::pair<int, uintptr_t>>&, std::optional<std::pair<int, int>>>(),
            "plan"_a, "slots"_a, "kv"_a = nb::none())
       .def("run", &CallBinding::run, "tensors"_a, "workspace"_a, "stream"_a);
+  m.def(
+      "_padding_mask_sequences",
+      [](uintptr_t mask, int element_bytes, int64_t batch, int64_t positions, int64_t row_stride, int device,
+         int64_t q_length, int64_t kv_length, uintptr_t out, uintptr_t stream) {
+        PaddingMask m;
+        m.data = reinterpret_cast<const void*>(mask);
+        m.element_bytes = element_bytes;
+        m.batch = batch;
+        m.positions = positions;
+        m.row_stride = row_stride;
+        m.device = device;
+        Status s;
+        {
+          nb::gil_scoped_release release;  // the first call of an element size compiles (NVRTC) or reads the cache
+          s = sequences_from_padding_mask(m, q_length, kv_length, reinterpret_cast<int32_t*>(out),
+                                          reinterpret_cast<void*>(stream));
+        }
+        check(s);
+      },
+      "mask"_a, "element_bytes"_a, "batch"_a, "positions"_a, "row_stride"_a, "device"_a, "q_length"_a, "kv_length"_a,
+      "out"_a, "stream"_a,
+      "rime::sequences_from_padding_mask (include/rime/padding_mask.hpp): a [batch, positions] padding mask's "
+      "starts and lengths into out ([4, batch] int32), in stream order (rime.transformers' mask function).");
 }
 
 }  // namespace rime::python

@@ -12,6 +12,7 @@
 #include "rime/inspect/config.hpp"
 #include "rime/inspect/facts.hpp"
 #include "rime/json.hpp"
+#include "rime/padding_mask.hpp"
 #include "rime/plan.hpp"
 #include "test_paths.hpp"
 
@@ -124,6 +125,38 @@ TEST_CASE("execute's buffer checks at their edges: adjacent buffers, no workspac
   stats_at[stats] = at(buffers[stats], 2);
   CHECK(check_bindings(f, stats_at, ws, 4096).message() ==
         fmt::format("buffer for Stats (uid {}) is not 4-byte aligned", stats));
+}
+
+TEST_CASE("sequences_from_padding_mask refuses bad arguments by name before it touches a GPU", "[plan]") {
+  // Fake addresses, never dereferenced: validation comes first.
+  PaddingMask m;
+  m.data = reinterpret_cast<const void*>(uintptr_t{1} << 40);
+  m.element_bytes = 8;
+  m.batch = 3;
+  m.positions = 100;
+  m.row_stride = 100;
+  int32_t* out = reinterpret_cast<int32_t*>(uintptr_t{2} << 40);
+  auto refusal = [&](const PaddingMask& mask, int64_t q, int64_t kv, int32_t* o) {
+    const Status s = sequences_from_padding_mask(mask, q, kv, o, nullptr);
+    CHECK(s.code() == StatusCode::InvalidArgument);
+    return s.message();
+  };
+  PaddingMask bad = m;
+  bad.element_bytes = 3;
+  CHECK(refusal(bad, 1, 100, out).find("element_bytes = 3") != std::string::npos);
+  bad = m;
+  bad.row_stride = 50;
+  CHECK(refusal(bad, 1, 100, out).find("row_stride = 50 is below positions = 100") != std::string::npos);
+  bad = m;
+  bad.batch = 0;
+  CHECK(refusal(bad, 1, 100, out).find("batch = 0") != std::string::npos);
+  bad = m;
+  bad.data = nullptr;
+  CHECK(refusal(bad, 1, 100, out).find("data is null") != std::string::npos);
+  CHECK(refusal(m, 1, 101, out).find("kv_length = 101 (1 .. positions = 100)") != std::string::npos);
+  CHECK(refusal(m, 0, 100, out).find("q_length = 0") != std::string::npos);
+  CHECK(refusal(m, 20, 10, out).find("q_length = 20 (1 .. kv_length = 10)") != std::string::npos);
+  CHECK(refusal(m, 1, 100, nullptr).find("out is null") != std::string::npos);
 }
 
 TEST_CASE("a plan for a named GPU never falls back to another device", "[plan][device]") {

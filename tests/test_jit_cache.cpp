@@ -214,6 +214,18 @@ TEST_CASE("the checked-indices kernel compiles for sm_80 and sm_90a", "[jit]") {
     }
 }
 
+TEST_CASE("the padding-mask kernel compiles for sm_80 and sm_90a at every element size", "[jit]") {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (int bytes : {1, 2, 4, 8}) {
+      KernelSpec spec{"padding_mask", "common/padding_mask.cuh",
+                      fmt::format("rime_dev::padding_mask_sequences<{}>", bytes), "PaddingMaskParams", arch};
+      Result<CompiledKernel> k = compile_uncached(spec);
+      INFO(arch << " bytes " << bytes << ": " << (k.ok() ? "" : k.status().message()));
+      REQUIRE(k.ok());
+      CHECK_FALSE(k->cubin.empty());
+    }
+}
+
 TEST_CASE("the kernels' ragged specializations compile", "[jit][ragged]") {
   // Ragged Q and K/V with padding, causal, split (and paged K/V under a ragged Q) on the mma.sync engine, the
   // warp-specialized engine and the combine: a sample of what the rows with `ragged` select.

@@ -165,6 +165,16 @@ struct IndexCheckParams {
   const int* seq_start_kv;
 };
 
+// The padding-mask kernel (engines/common/padding_mask.cuh, rime::sequences_from_padding_mask): a mask of B rows,
+// each read at positions [offset, offset + positions) (elements, row_stride apart, unit stride within a row), and
+// the [4][B] int32 rows it writes: start_q, len_q, start_kv, len_kv.
+struct PaddingMaskParams {
+  const void* mask;
+  long long row_stride;
+  int B, offset, positions, q_length;
+  int* out;
+};
+
 // A TMA descriptor (the driver's CUtensorMap) as the kernels see it: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) RimeTensorMap {
   unsigned long long opaque[16];

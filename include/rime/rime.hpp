@@ -8,6 +8,7 @@
 #include "rime/gpu.hpp"
 #include "rime/graph.hpp"
 #include "rime/json.hpp"
+#include "rime/padding_mask.hpp"
 #include "rime/plan.hpp"
 #include "rime/ring.hpp"
 #include "rime/tune.hpp"

@@ -110,6 +110,27 @@ def assert_layers_match(config, reference, lengths):
 FAMILIES = ["llama-d64", "llama-d128", "qwen2-sliding", "mistral", "gpt-oss"]
 
 
+def test_the_mask_kernel_reads_a_mask_as_the_torch_ops_do():
+    """The eager mask function's one launch (rime::sequences_from_padding_mask) against the torch ops it replaces
+    (run on the CPU): random one-run rows (left, right, both, none, empty) in bool, int32 and int64, a window of the
+    last positions, a static cache's tail past the mask, one query and a chunk."""
+    from rime.transformers._sequences import sequences
+
+    gen = torch.Generator().manual_seed(7)
+    for dtype in (torch.bool, torch.int32, torch.int64):
+        for batch, length, q_length, kv_length in [(3, 5, 5, 5), (5, 40, 1, 40), (4, 40, 1, 16), (4, 10, 1, 64),
+                                                   (6, 33, 7, 33), (2, 300, 3, 300)]:
+            m = torch.zeros(batch, length, dtype=dtype)
+            for b in range(batch):
+                s, e = sorted(torch.randint(0, length + 1, (2,), generator=gen).tolist())
+                s, e = [(s, length), (0, e), (s, e), (0, length), (s, s)][b % 5]
+                m[b, s:e] = 1
+            want = sequences(batch, q_length, kv_length, length - q_length, m, "cpu")
+            got = sequences(batch, q_length, kv_length, length - q_length, m.to(DEV), DEV)
+            assert got.device.type == "cuda"
+            assert torch.equal(got.cpu(), want), (dtype, batch, length, q_length, kv_length)
+
+
 @pytest.mark.parametrize("kind", FAMILIES)
 def test_every_layers_hidden_states_match_the_reference_backend(kind):
     # One model, its attention switched between rime and the reference (sdpa; for gpt-oss, which has no sdpa path,

@@ -18,6 +18,7 @@
 #include "testing/reference/formats.hpp"
 #include "rime/json.hpp"
 #include "rime/inspect/config.hpp"
+#include "rime/padding_mask.hpp"
 #include "rime/plan.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nccl.hpp"
@@ -1187,6 +1188,77 @@ TEST_CASE("a capacity plan over fewer keys against the reference of the actual l
     passed += rep->passed;
   }
   fmt::print("kv extent: {} of {} runs of a 4096-key plan over fewer keys passed\n", passed, std::size(cases));
+}
+
+// rime::sequences_from_padding_mask against the same reading of the mask on the host: rows padded on the left, the
+// right, both sides, not at all, and with no token; bool, int32 and int64 masks (values 0 and 1, and other
+// nonzero values), rows further apart than their length, a window of the last positions, one and several queries.
+TEST_CASE("padding masks as per-sequence starts and lengths", "[gpu][padding_mask]") {
+  REQUIRE(driver::ensure_context().ok());
+  const testing::CudaApi* api = testing::cuda();
+  REQUIRE(api);
+  std::mt19937 rng(4242);
+  int cases = 0;
+  for (int bytes : {1, 4, 8})
+    for (const auto& [q_length, window] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {7, 0}, {1, 300}, {5, 41}}) {
+      const int64_t B = 9, positions = 517, stride = positions + 3, kv_length = window ? window : positions;
+      // Row b's tokens: one run [s, e) per row (e == s: none), its kinds in turn.
+      std::vector<std::pair<int64_t, int64_t>> runs(B);
+      for (int64_t b = 0; b < B; ++b) {
+        std::uniform_int_distribution<int64_t> at(0, positions);
+        int64_t s = at(rng), e = at(rng);
+        if (s > e) std::swap(s, e);
+        switch (b % 5) {
+          case 0: e = positions; break;         // left padding (generate's)
+          case 1: s = 0; break;                 // right padding
+          case 2: break;                        // both sides
+          case 3: s = 0, e = positions; break;  // none
+          case 4: e = s; break;                 // no token
+        }
+        runs[b] = {s, e};
+      }
+      std::vector<uint8_t> host(static_cast<size_t>(B * stride * bytes), 0);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = runs[b].first; i < runs[b].second; ++i) {
+          const uint64_t value = (i % 7 == 3 && bytes > 1) ? 0x100 : 1;  // nonzero, not only 1
+          std::memcpy(&host[static_cast<size_t>((b * stride + i) * bytes)], &value, static_cast<size_t>(bytes));
+        }
+      CUdeviceptr mask = 0, out = 0;
+      REQUIRE(api->cuMemAlloc(&mask, host.size()) == CUDA_SUCCESS);
+      REQUIRE(api->cuMemAlloc(&out, static_cast<size_t>(4 * B * 4)) == CUDA_SUCCESS);
+      REQUIRE(api->cuMemcpyHtoD(mask, host.data(), host.size()) == CUDA_SUCCESS);
+      REQUIRE(api->cuMemsetD8(out, 0xFF, static_cast<size_t>(4 * B * 4)) == CUDA_SUCCESS);
+      PaddingMask m;
+      m.data = reinterpret_cast<const void*>(mask);
+      m.element_bytes = bytes;
+      m.batch = B;
+      m.positions = positions;
+      m.row_stride = stride;
+      m.device = 0;
+      const Status s = sequences_from_padding_mask(m, q_length, kv_length, reinterpret_cast<int32_t*>(out), nullptr);
+      INFO("element bytes " << bytes << ", q_length " << q_length << ", kv_length " << kv_length << ": "
+                            << s.to_string());
+      REQUIRE(s.ok());
+      REQUIRE(api->cuCtxSynchronize() == CUDA_SUCCESS);
+      std::vector<int32_t> got(static_cast<size_t>(4 * B));
+      REQUIRE(api->cuMemcpyDtoH(got.data(), out, got.size() * 4) == CUDA_SUCCESS);
+      api->cuMemFree(mask);
+      api->cuMemFree(out);
+      for (int64_t b = 0; b < B; ++b) {
+        // The keys: the run within the last kv_length positions; the queries: within the last q_length of those.
+        const int64_t k0 = positions - kv_length, q0 = positions - q_length;
+        const int64_t ks = std::max(runs[b].first, k0), ke = std::max(runs[b].second, k0);
+        const int64_t qs = std::max(runs[b].first, q0), qe = std::max(runs[b].second, q0);
+        const int64_t len_kv = std::max<int64_t>(ke - ks, 0), len_q = std::max<int64_t>(qe - qs, 0);
+        INFO("row " << b << ": tokens [" << runs[b].first << ", " << runs[b].second << ")");
+        CHECK(got[static_cast<size_t>(b)] == (len_q ? qs - q0 : 0));
+        CHECK(got[static_cast<size_t>(B + b)] == len_q);
+        CHECK(got[static_cast<size_t>(2 * B + b)] == (len_kv ? ks - k0 : 0));
+        CHECK(got[static_cast<size_t>(3 * B + b)] == len_kv);
+      }
+      ++cases;
+    }
+  fmt::print("padding masks: {} cases\n", cases);
 }
 
 TEST_CASE("execute is capturable in a CUDA graph and replays on new inputs", "[gpu][graph]") {

@@ -19,6 +19,7 @@ key and those before it, as transformers' causal mask does.
 """
 import torch
 
+from .. import _rime
 from ..errors import NotSupportedError
 
 START_Q, LEN_Q, START_KV, LEN_KV = range(4)
@@ -68,6 +69,15 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
     if m.dim() != 2 or m.shape[0] != batch_size:
         raise NotSupportedError(f"attention_mask: shape {tuple(m.shape)}; rime serves transformers' 2D padding mask "
                                 f"[batch {batch_size}, tokens], not a prepared 4D mask")
+    if (m.is_cuda and m.stride(1) == 1 and q_length <= min(kv_length, m.shape[1]) and
+            not torch.compiler.is_compiling()):
+        # Eager: one launch (rime::sequences_from_padding_mask) where the torch ops below take six, each a launch
+        # on the host a decode step binds on (docs/perf.md, "transformers generate").
+        out = torch.empty((4, batch_size), dtype=torch.int32, device=m.device)
+        _rime._padding_mask_sequences(m.data_ptr(), m.element_size(), batch_size, m.shape[1], m.stride(0),
+                                      m.device.index, q_length, min(kv_length, m.shape[1]), out.data_ptr(),
+                                      torch.cuda.current_stream(m.device).cuda_stream)
+        return _made(out)
     if m.shape[1] > kv_length:  # a layer that keeps a window of the tokens: the mask's last kv_length positions
         m = m[:, -kv_length:]
     if m.dtype == torch.bool:  # argmax takes no bool
