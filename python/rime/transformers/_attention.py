@@ -6,7 +6,7 @@ import torch
 
 from .. import torch as rime_torch
 from ..errors import NotSupportedError
-from ._sequences import check_one_run, is_sequences, rows, sequences
+from ._sequences import check_one_run, is_fake, is_sequences, rows, sequences
 
 # transformers' mask patterns that starts and lengths plus the attention function's own attributes (is_causal,
 # sliding_window) say: any other (chunked attention, packed sequences, a model's own and_mask / or_mask overlays)
@@ -28,7 +28,7 @@ def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function
          device=None, **kwargs):
     """transformers' mask interface for "rime": the forward's per-sequence starts and lengths ([4, B, 1, 1] int32, see
     _sequences), or None when no sequence is padded and the cache hands exactly the tokens seen."""
-    eager = not torch.compiler.is_compiling() and not _fake(attention_mask)
+    eager = not torch.compiler.is_compiling() and not is_fake(attention_mask)
     if eager and mask_function is not None:
         unknown = [n for n in _pattern_names(mask_function) if n not in _PATTERNS]
         if unknown:
@@ -47,10 +47,6 @@ def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function
         if check_one_run(attention_mask):
             attention_mask = None
     return sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
-
-
-def _fake(t):
-    return t is not None and (t.device.type == "meta" or type(t).__name__ == "FakeTensor")
 
 
 # ---- the attention function ----------------------------------------------------------------------------------

@@ -25,6 +25,11 @@ from ..errors import NotSupportedError
 START_Q, LEN_Q, START_KV, LEN_KV = range(4)
 
 
+def is_fake(t):
+    """Whether t is a fake or meta tensor (warmup's fake forward, a trace): one with no data to launch a kernel on."""
+    return t is not None and (t.device.type == "meta" or type(t).__name__ == "FakeTensor")
+
+
 def is_sequences(mask):
     """Whether an attention function's `attention_mask` is what sequences() made."""
     return (isinstance(mask, torch.Tensor) and mask.dtype == torch.int32 and mask.dim() == 4 and mask.shape[0] == 4
@@ -70,7 +75,7 @@ def sequences(batch_size, q_length, kv_length, q_offset, attention_mask, device)
         raise NotSupportedError(f"attention_mask: shape {tuple(m.shape)}; rime serves transformers' 2D padding mask "
                                 f"[batch {batch_size}, tokens], not a prepared 4D mask")
     if (m.is_cuda and m.stride(1) == 1 and q_length <= min(kv_length, m.shape[1]) and
-            not torch.compiler.is_compiling()):
+            not torch.compiler.is_compiling() and not is_fake(m)):
         # Eager: one launch (rime::sequences_from_padding_mask) where the torch ops below take six, each a launch
         # on the host a decode step binds on (docs/perf.md, "transformers generate").
         out = torch.empty((4, batch_size), dtype=torch.int32, device=m.device)
