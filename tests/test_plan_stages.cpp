@@ -818,3 +818,34 @@ TEST_CASE("ragged graphs: facts, round trip, and the rows that serve them", "[ra
   CHECK(declined.field == "ragged");
   CHECK(declined.reason == "row sdpa_sm90_fp8: ragged (THD) Q and K/V through cu_seqlens not supported");
 }
+
+TEST_CASE("masked three-consumer grids take their row tiles from a counter, except where Q is split into two terms",
+          "[choose]") {
+  // engines/sdpa_sm90/layout.h, dynamic_row_tiles: a persistent grid and the 4-byte counter the plan zeroes. A BF16 Q
+  // over FP8 K/V on the FP8 kernel keeps the grid of one CTA a row tile (the counter's loop made its consumers spill).
+  auto derived_of = [](const std::string& graph) {
+    json doc = json::parse(test::read_text(test::source_dir() + "/tools/bench/graphs/" + graph + ".json"));
+    Facts f = facts_of(doc);
+    Result<Config> c = choose(f, match(f));
+    INFO(graph << ": " << c.status().to_string());
+    REQUIRE(c.ok());
+    CHECK(c->decision.consumer_warpgroups == 3);
+    REQUIRE(!c->derived.stages.empty());
+    return c->derived;
+  };
+  for (const char* graph : {"fp8_b4_h32_s4096_d128_causal", "bf16_b4_h32_s4096_d128_causal"}) {
+    const Derived d = derived_of(graph);
+    INFO(graph);
+    CHECK(d.stages[0].persistent);
+    REQUIRE(d.region("row_tile_counter") != nullptr);
+    CHECK(d.region("row_tile_counter")->bytes == 4);
+  }
+  const Derived q16 = derived_of("fp8_b4_h32_s4096_d128_causal_bf16q");
+  CHECK(has(q16.stages[0].spec.name_expression, "kv_fp8 | q_bf16, three_consumers>"));
+  CHECK_FALSE(q16.stages[0].persistent);
+  CHECK(q16.region("row_tile_counter") == nullptr);
+  // Unmasked, the grid of one CTA a row tile.
+  const Derived dense = derived_of("fp8_b4_h32_s4096_d128");
+  CHECK_FALSE(dense.stages[0].persistent);
+  CHECK(dense.region("row_tile_counter") == nullptr);
+}

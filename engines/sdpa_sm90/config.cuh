@@ -99,7 +99,7 @@ struct Config {
   // Row tiles taken from a counter on a persistent grid (rime_sm90::dynamic_row_tiles, tile_scheduler.cuh).
   static constexpr bool kDynamic = rime_sm90::dynamic_row_tiles(
       kC, kMaskedRowOrder, kSplit,
-      (kFeatures & (RIME_F_PAGED | RIME_F_RAGGED_Q | RIME_F_RAGGED_KV | RIME_F_STARTS)) != 0);
+      (kFeatures & (RIME_F_PAGED | RIME_F_RAGGED_Q | RIME_F_RAGGED_KV | RIME_F_STARTS)) != 0, kQSplit);
   static_assert(!kDynamic || !kBalanced, "one scheduler");
   static_assert(!kBalanced || (kC == 1 && kSplit && kPadding), "balanced: one consumer, a split decode over lengths");
 };

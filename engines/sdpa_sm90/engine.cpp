@@ -278,7 +278,8 @@ class SdpaSm90 final : public Engine {
     const int features = sdpa_features(f, split);
     const bool masked_row_order = (features & RIME_F_MASK) != 0 && (features & RIME_F_PADDING) == 0;
     const int lengths_pages_or_starts = RIME_F_PAGED | RIME_F_RAGGED_Q | RIME_F_RAGGED_KV | RIME_F_STARTS;
-    if (rime_sm90::dynamic_row_tiles(n_consumers, masked_row_order, split, (features & lengths_pages_or_starts) != 0)) {
+    if (rime_sm90::dynamic_row_tiles(n_consumers, masked_row_order, split, (features & lengths_pages_or_starts) != 0,
+                                     q_split(f, n_consumers))) {
       make_persistent_grid(out.stages[0], f, g.ctas_per_sm);
       add_workspace_region(out, "row_tile_counter", 4);
     }

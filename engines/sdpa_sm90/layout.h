@@ -132,11 +132,13 @@ RIME_HOST_DEVICE constexpr int vt_sum_rows(bool fp8, int d_v, int n_consumers) {
 // consumer 0 starts the next row tile while the others finish theirs. H100 A/B against the grid of one CTA a tile,
 // two calls (docs/perf-history.md, "a persistent grid taking row tiles from a counter"): B64 H32/8 S512 D 128
 // causal 0.941x the time, FP8 B4 S4096 D 128 causal 0.967x-0.975x, BF16 1.009x-1.020x, the D 80 / 96 ones
-// 0.983x-1.008x. The launch indices count in 32 bits: a grid's row tiles stay far below 2^31 (each holds 192 rows of
-// Q, at least 12 KB).
+// 0.983x-1.008x. Not where Q is split into two E4M3 terms (a 16-bit Q over FP8 K/V, Config::kQSplit): the second
+// term's registers and the loop's made ptxas spill 88 bytes in the kernel (none on the grid of one CTA a tile), and
+// the B4 S4096 D 128 causal row ran 1.74x the time on an H100. The launch indices count in 32 bits: a grid's row
+// tiles stay far below 2^31 (each holds 192 rows of Q, at least 12 KB).
 RIME_HOST_DEVICE constexpr bool dynamic_row_tiles(int n_consumers, bool masked_row_order, bool split,
-                                                  bool paged_ragged_or_starts) {
-  return n_consumers == 3 && masked_row_order && !split && !paged_ragged_or_starts;
+                                                  bool paged_ragged_or_starts, bool q_split) {
+  return n_consumers == 3 && masked_row_order && !split && !paged_ragged_or_starts && !q_split;
 }
 
 // A paged tile's TMA box: min(page_size, the largest power of two dividing tile_kv) keys (96-key tiles: boxes of at
