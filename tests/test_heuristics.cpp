@@ -283,7 +283,9 @@ TEST_CASE("the sdpa_sm90 layout header: two and three consumer warpgroups", "[he
   CHECK(rime_sm90::tile_kv(1, 128, 3) == 96);
   CHECK(rime_sm90::tile_kv(1, 128, 3, true) == 64);  // Q's second E4M3 term beside S of 96 keys spilled
   CHECK(rime_sm90::tile_kv(1, 192, 3) == 64);
-  CHECK(rime_sm90::tile_kv(1, 96, 3) == 96);
+  CHECK(rime_sm90::tile_kv(1, 96, 3) == 128);  // O of 48 registers beside S of 128 keys, as D 128's beside 96
+  CHECK(rime_sm90::producer_regs(3, true, false, 96) == 32);
+  CHECK(rime_sm90::consumer_regs(3, true, false, 96) == 160);
   CHECK(rime_sm90::tile_kv(1, 96, 3, true) == 64);
   CHECK(rime_sm90::tile_kv(1, 64, 3) == 128);
   CHECK(rime_sm90::tile_kv(2, 128, 3) == 64);

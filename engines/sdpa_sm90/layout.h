@@ -51,9 +51,11 @@ constexpr int kProducerRegs = 56;
 // FP8 D 256 on two consumers (128-key tiles) keeps 24: each consumer takes 240 for O (128 registers), S of 128 keys
 // (64) and P, which at 232 spilled and serialized its wgmmas; the producer's transpose is written for 24
 // (transpose_v_tile_d256).
-// FP8 D_v 128 on three consumers keeps 32 (FlashAttention 3's split beside three): its transpose is written for
-// it (transpose_v_tile_rows128; transpose_v_tile spilled 36 bytes at 32), and each consumer's 160 hold S of 96 keys
-// (ptxas 13.0: no spills; at 96 keys beside a producer of 56, 60 bytes). A 16-bit Q in two E4M3 terms keeps 56.
+// FP8 D_v 128 and 96 on three consumers keep 32 (FlashAttention 3's split beside three): their transpose is written
+// for it (transpose_v_tile_three_consumers; transpose_v_tile spilled 36 bytes at 32 at D 128, 124 at D 96), and each
+// consumer's 160 hold S of 96 keys beside O of 64 registers (D 128) or S of 128 beside O of 48 (D 96) (ptxas 13.0:
+// no spills; at 96 keys beside a producer of 56, 60 bytes at D 128; 128 keys at D 96 on 152, 108). A 16-bit Q in
+// two E4M3 terms keeps 56.
 // FP8 D 96 on two consumers keeps 64: at 56 its transpose (six units of 32-byte-row sub-tiles a warp) spilled 12
 // bytes of hoisted addresses (ptxas 13.0); its consumers' 216 hold O of 48 registers beside S of 128 keys.
 // A 16-bit Q over FP8 K/V on the FP8 kernel (q_split: its consumer holds Q's second E4M3 term, 16 registers at
@@ -62,7 +64,7 @@ constexpr int kProducerRegs = 56;
 RIME_HOST_DEVICE constexpr int producer_regs(int n_consumers, bool fp8, bool q_split = false, int d_v = 0) {
   return n_consumers == 1 && fp8 ? (q_split ? 64 : 72)
          : n_consumers == 3 && !fp8 ? 32
-         : n_consumers == 3 && fp8 && d_v == 128 && !q_split ? 32
+         : n_consumers == 3 && fp8 && (d_v == 128 || d_v == 96) && !q_split ? 32
          : n_consumers == 2 && fp8 && d_v == 256 ? 24
          : n_consumers == 2 && fp8 && d_v == 96  ? 64
                                                 : kProducerRegs;
@@ -94,11 +96,11 @@ constexpr int kStages = 2;
 // tiles") and 64 16-bit ones (16-bit K and V stages of 128 keys would not fit shared memory); 128 otherwise (192 keys
 // for FP8 D 128 measured 2-7% slower than 128: docs/perf-history.md, "Kernel versions: prediction and result", v10).
 // Three consumers: 96 FP8 keys at D 128 (O of 64 registers, S of 96 in 48; the fixed work of a tile, ~80
-// instructions a warp, then comes per 96 keys instead of 64) and D 96 (18 transpose units over the producer's four
-// warps; ptxas 13.0: 8 bytes of the producer's addresses spilled, stored before the tile loop and reloaded once a
-// tile), 64 for a 16-bit Q in two E4M3 terms (its second term, 16 registers, beside S of 96 keys spilled 244 bytes)
-// and the other head dims, 128 at D 64. 96 16-bit keys at D 80 and 96 (O of 40-48 registers, S of 96 in 48 and P in
-// 24; at 128 keys 48-212 bytes spilled, ptxas 13.0).
+// instructions a warp, then comes per 96 keys instead of 64), 128 at D 96 (O of 48 registers beside S of 128 in
+// 64, as many as D 128's; 96-key tiles ran FP8 D 96 at 0.84x the D 128 kernel's TFLOP/s, the fixed work per tile
+// weighing more beside 3/4 of the tensor work), 64 for a 16-bit Q in two E4M3 terms (its second term, 16
+// registers, beside S of 96 keys spilled 244 bytes) and the other head dims, 128 at D 64. 96 16-bit keys at D 80
+// and 96 (O of 40-48 registers, S of 96 in 48 and P in 24; at 128 keys 48-212 bytes spilled, ptxas 13.0).
 // One consumer: 128 FP8 keys (two CTAs of it share the SM's shared memory, and its 184 registers hold S of 128 keys
 // beside O; D 256 is never served with one); 16-bit, 64 keys at D 128 and above (the same 16 KB per K stage as the
 // FP8 tile, so that two CTAs fit the SM's shared memory: 128 keys would take 145 KB a CTA at D 128) and 128 below:
@@ -107,7 +109,8 @@ constexpr int kStages = 2;
 RIME_HOST_DEVICE constexpr int tile_kv(int elem_bytes, int d, int n_consumers, bool q_split = false) {
   return n_consumers == 1 ? (d == 256 || (elem_bytes == 2 && d >= 128) ? 64 : 128)
          : n_consumers == 3 ? (d == 64 ? 128
-                               : (elem_bytes == 1 && (d == 96 || d == 128) && !q_split) || (elem_bytes == 2 && d < 128)
+                               : elem_bytes == 1 && d == 96 && !q_split ? 128
+                               : (elem_bytes == 1 && d == 128 && !q_split) || (elem_bytes == 2 && d < 128)
                                    ? 96
                                    : 64)
          : d == 256                         ? (elem_bytes == 1 ? 128 : 64)

@@ -172,7 +172,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
         transpose_v_tile_d256<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
             sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
       else if constexpr (rime_sm90::producer_regs(kC, kFp8, Cfg::kQSplit, kDv) == 32)
-        transpose_v_tile_rows128<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
+        transpose_v_tile_three_consumers<kDv, kRowV, kN, kTransposeWarps, kVtRows>(
             sV + s * kSmem.v_stage_bytes, sVt + s * kSmem.vt_stage_bytes, ptid - kFirstTransposer, kv_end);
       else
         transpose_v_tile<kDv, kRowV, kN, kTransposeWarps, kC == 1, kVtRows>(

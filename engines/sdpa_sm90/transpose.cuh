@@ -128,24 +128,31 @@ __device__ __forceinline__ void transpose_v_tile_d256(const u8* sv, u8* svt, int
   }
 }
 
-// The same transpose for V rows of 128 bytes (FP8 D_v 128: one V sub-tile) within the 32 registers a producer
-// keeps beside three consumers of 160, on tiles of any whole number of 16-key groups (96 keys: V^T sub-tiles of
-// 32-byte rows, three along the keys). As in transpose_v_tile_d256, each warp's units share one load base and one
-// store base, from which a unit's addresses differ by immediates, so that nothing per unit is held across the tile
-// loop: with the four warps of a dense producer, warp w takes d block w over every key group; with three (paged:
-// the fourth issues), warp w takes key groups w, w + 3, ... of every d block where they divide (96 keys).
+// The same transpose within the 32 registers a producer keeps beside three consumers of 160 (FP8 D_v 128 on 96-key
+// tiles, D_v 96 on 128-key tiles), on tiles of any whole number of 16-key groups. As in transpose_v_tile_d256,
+// each warp's units share one load base and one store base, from which a unit's addresses differ by immediates,
+// so that nothing per unit is held across the tile loop: with the four warps of a dense producer, warp w takes d
+// block w over every key group (D_v 128) or key groups w, w + 4, ... of every d block (D_v 96); with three (paged:
+// the fourth issues), key groups w, w + 3, ... where they divide (96 keys), else units dealt round-robin. V's rows
+// are one sub-tile of 128 bytes (D_v 128) or sub-tiles of 32 (D_v 96: d block b is sub-tile b); either way a
+// lane's swizzle term comes from its row within the 8-key matrix alone (key groups start at multiples of 16).
 template <int kDv, int kRowV, int kN, int kWarps, int kVtRows>
-__device__ __forceinline__ void transpose_v_tile_rows128(const u8* sv, u8* svt, int ptid, int kv_end) {
-  static_assert(kRowV == 128 && kDv % 32 == 0 && kDv <= 128 && kN % 16 == 0, "one V sub-tile of 128-byte rows");
+__device__ __forceinline__ void transpose_v_tile_three_consumers(const u8* sv, u8* svt, int ptid, int kv_end) {
+  static_assert((kRowV == 128 || kRowV == 32) && kDv % 32 == 0 && kDv <= 128 && kN % 16 == 0,
+                "V in sub-tiles of 128- or 32-byte rows");
+  using SwV = Swizzle<kRowV>;
   constexpr int kBlocks = kDv / 32, kGroups = kN / 16, kVtRow = rime_sm90::row_bytes(kN);
+  constexpr int kBlocksPerSub = kRowV / 32;  // d blocks of 32 bytes per V sub-tile row
   constexpr int kChunks = kVtRow / 16, kVtSub = kVtRows * kVtRow;  // key groups per V^T row; bytes per V^T sub-tile
   constexpr bool kByBlock = kBlocks == kWarps;
   const int lane = ptid % 32, warp = ptid / 32;
   const int m = lane / 8, r = lane % 8, c = lane / 4, q = lane % 4;
   const u32 sel_lo = c < 4 ? 0x6420u : 0x7531u, sel_hi = c < 4 ? 0x7531u : 0x6420u;
-  // Load: row (m & 1) * 8 + r of key group 0, chunk 2 b + (m >> 1) of d block b, swizzled by r (as in
-  // transpose_v_tile_d256).
-  const u32 ld = smem_addr(sv) + ((m & 1) * 8 + r) * kRowV + (((m >> 1) ^ r) << 4);
+  // Load: row (m & 1) * 8 + r of key group 0, 16-byte chunk (m >> 1) of d block 0, swizzled by the row (r's bits:
+  // 8 (m & 1) and 16 g leave the swizzle term of 32- and 128-byte rows alone); d block b adds its chunks 2 (b %
+  // kBlocksPerSub), XORed into bits 5-6 (the stage is 1024-aligned), and its sub-tile.
+  const int row_swizzle = kRowV == 128 ? r : (r >> SwV::kShift) & SwV::kMask;
+  const u32 ld = smem_addr(sv) + ((m & 1) * 8 + r) * kRowV + (((m >> 1) ^ row_swizzle) << 4);
   // Store: V^T row st_d of d block 0, chunk 0 of sub-tile 0, swizzled by the row; key group g is chunk g % kChunks
   // of sub-tile g / kChunks (a sub-tile's size keeps the swizzle's address bits: 136 rows of 32 bytes = 34 x 128).
   const int st_d = (m >> 1) * 16 + 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
@@ -159,7 +166,8 @@ __device__ __forceinline__ void transpose_v_tile_rows128(const u8* sv, u8* svt, 
              (9 + 2 * q < lim ? 0xFF000000u : 0u);
     }
     u32 v[4];
-    ldmatrix_x4_trans(v, (ld ^ u32((b % 4) << 5)) + u32(g * 16 * kRowV));
+    const int sub = kBlocks <= kBlocksPerSub ? 0 : b / kBlocksPerSub;  // V^T of D_v 128: one sub-tile
+    ldmatrix_x4_trans(v, (ld ^ u32((b % kBlocksPerSub) << 5)) + u32(sub * (kN * kRowV) + g * 16 * kRowV));
     const u32 w[4] = {__byte_perm(v[0], v[1], sel_lo) & keep, __byte_perm(v[0], v[1], sel_hi) & keep,
                       __byte_perm(v[2], v[3], sel_lo) & keep, __byte_perm(v[2], v[3], sel_hi) & keep};
     stmatrix_x4((st + u32(b * 32 * kVtRow + (g / kChunks) * kVtSub)) ^ u32((g % kChunks) << 4), w);
@@ -172,7 +180,7 @@ __device__ __forceinline__ void transpose_v_tile_rows128(const u8* sv, u8* svt, 
     for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < kGroups / kWarps; ++i) unit(b, warp + kWarps * i);
-  } else {  // three warps over four key groups (64-key tiles, paged): units dealt round-robin, each derived in turn
+  } else {  // three warps over a number of key groups they do not divide (paged): units dealt round-robin
 #pragma unroll 1
     for (int u = warp; u < kBlocks * kGroups; u += kWarps) unit(u / kGroups, u % kGroups);
   }

@@ -47,6 +47,22 @@ std::vector<Result<Plan>> build_plans(const std::vector<Graph>& graphs) {
   return build_plans_in_batches(graphs.size(), [&graphs](size_t j) { return Plan::build(graphs[j]); });
 }
 
+// The graph's attention op over tensors already added: sdpa for a 16-bit `in`, sdpa_fp8 with unit scales for an
+// FP8 one; bind(io) names the op's tensors in either operand struct.
+template <class Bind>
+void add_attention(Graph& g, test::TensorAdder& add, DataType in, const SdpaAttributes& a, Bind&& bind) {
+  if (in == DataType::FP8_E4M3 || in == DataType::FP8_E5M2) {
+    SdpaFp8Operands io;
+    bind(io);
+    test::add_fp8_scalars(add, io);
+    REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+  } else {
+    SdpaOperands io;
+    bind(io);
+    REQUIRE(g.sdpa(io, a, "attn").ok());
+  }
+}
+
 // One trial of `plan` on fresh inputs from `seed`, checked: on a failure the assertion shows the plan, the
 // errors and the report's first failures. Returns the report for the caller's counts and lines.
 testing::TrialReport checked_trial(const Plan& plan, uint64_t seed,
@@ -220,7 +236,7 @@ TEST_CASE("the warp-specialized engine against the CPU reference", "[gpu][sm90]"
 // lengths, fewer keys than one KV tile, one query token through the prefill path (64 q heads packed on one kv
 // head), and query tiles with no valid key (bottom-right causal with S_q > S_kv: the first S_q - S_kv rows see
 // nothing, the whole first 128-row tile included; padding over 3 batches, whose drawn lengths include 0 and S),
-// D_qk 192 with D_v 128, and head dim 96.
+// D_qk 192 with D_v 128, and head dim 96 (on three consumers too: FP8 192 x 128 tiles, whose last KV tile is partial).
 // Rows with no key: O = 0 and Stats = -inf (SPEC section 2), checked against the reference like every other row.
 TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
   struct EdgeCase {
@@ -228,6 +244,7 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
     int64_t B, H_q, H_kv, S_q, S_kv, D;
     bool causal = false, bottom_right = false, padding = false;
     int64_t D_v = 0;  // 0: D
+    bool three_consumers = false;  // the tile of three consumers pinned (192 x 128 FP8, 192 x 96 16-bit, at D 96)
   };
   const std::vector<EdgeCase> all_cases = {
       {"odd lengths: S 77, causal", 1, 2, 2, 77, 77, 64, true},
@@ -244,9 +261,11 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
       {"head dim 96 (Phi-3; 64-byte 16-bit and 32-byte FP8 swizzles), odd lengths, causal", 2, 4, 2, 301, 333, 96,
        true},
       {"head dim 96, padding over 3 batches", 3, 4, 1, 200, 333, 96, true, false, true},
+      {"head dim 96 on three consumers, S_kv 333 (a partial last KV tile)", 2, 8, 2, 500, 333, 96, false, false,
+       false, 0, true},
   };
   // Quick tier: all but the two S 4099 shapes, whose references are most of this case's time.
-  const std::vector<EdgeCase> cases = test::tier_cases(all_cases, {0, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  const std::vector<EdgeCase> cases = test::tier_cases(all_cases, {0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   std::vector<Graph> graphs;
   std::vector<std::string> labels;
   for (const EdgeCase& c : cases)
@@ -259,6 +278,7 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
       if (c.bottom_right) a.alignment = DiagonalAlignment::BottomRight;
       a.padding_mask = c.padding;
       a.generate_stats = true;
+      if (c.three_consumers) a.tile = TileShape{192, fp8 ? 128 : 96};
       const int64_t d_v = c.D_v ? c.D_v : c.D;
       const int64_t q = add("Q", {c.B, c.H_q, c.S_q, c.D}, in), k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, in),
                     v = add("V", {c.B, c.H_kv, c.S_kv, d_v}, in), o = add("O", {c.B, c.H_q, c.S_q, d_v}, in, true);
@@ -268,16 +288,9 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
         lq = add("seq_len_q", {c.B}, DataType::INT32);
         lkv = add("seq_len_kv", {c.B}, DataType::INT32);
       }
-      if (fp8) {
-        SdpaFp8Operands io;
+      add_attention(g, add, in, a, [&](auto& io) {
         io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
-        test::add_fp8_scalars(add, io);
-        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
-      } else {
-        SdpaOperands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats, io.seq_len_q = lq, io.seq_len_kv = lkv;
-        REQUIRE(g.sdpa(io, a, "attn").ok());
-      }
+      });
       graphs.push_back(std::move(g));
       labels.push_back(fmt::format("{} ({})", c.what, to_string(in)));
     }
@@ -288,6 +301,7 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
     REQUIRE(plans[n].ok());
     REQUIRE(plans[n]->prepared());
     if (plans[n]->facts().device.arch_name() == "sm_90a") CHECK(plans[n]->config().derived.engine == "sdpa_sm90");
+    if (cases[n / 2].three_consumers) CHECK(plans[n]->config().decision.consumer_warpgroups == 3);
     passed += checked_trial(plans[n].value(), 13000 + ran, 4099).passed;
     ++ran;
   }
@@ -296,9 +310,10 @@ TEST_CASE("the warp-specialized engine on edge shapes", "[gpu][sm90_edge]") {
 
 // Dynamic row tiles (engines/sdpa_sm90/layout.h, dynamic_row_tiles): masked three-consumer grids run on a
 // persistent grid whose CTAs take row tiles from a counter in the workspace. Here each CTA takes several (288-336
-// row tiles over at most 132 CTAs), under causal, bottom-right causal over a longer cache and a sliding window, in
-// FP8 and BF16; each plan runs twice, and the harness poisons the workspace (0xFF) before each run, so the second
-// passes only if the plan zeroes the counter itself. In [sm90], so that the sanitizers' runs include them.
+// row tiles over at most 132 CTAs), under causal, bottom-right causal over a longer cache and a sliding window, on
+// each three-consumer KV tile width (FP8 D 128: 96 keys, BF16 D 128: 64, FP8 D 96: 128); each plan runs twice,
+// and the harness poisons the workspace (0xFF) before each run, so the second passes only if the plan zeroes the
+// counter itself. In [sm90], so that the sanitizers' runs include them.
 TEST_CASE("dynamic row tiles: masked three-consumer grids taking row tiles from a counter", "[gpu][sm90]") {
   struct MaskCase {
     const char* what;
@@ -309,11 +324,18 @@ TEST_CASE("dynamic row tiles: masked three-consumer grids taking row tiles from 
   const std::vector<MaskCase> cases = {{"causal", 600, 600, false, 0},
                                        {"bottom-right causal over a longer cache", 500, 777, true, 0},
                                        {"sliding window 150, causal", 600, 600, false, 150}};
+  // The three-consumer tiles: FP8 D 128 (96 keys), BF16 D 128 (64), FP8 D 96 (128).
+  struct TileCase {
+    DataType in;
+    int64_t D;
+    TileShape tile;
+  };
+  const TileCase tiles[] = {{DataType::FP8_E4M3, 128, {192, 96}}, {DataType::BF16, 128, {192, 64}},
+                            {DataType::FP8_E4M3, 96, {192, 128}}};
   std::vector<Graph> graphs;
   std::vector<std::string> labels;
   for (const MaskCase& c : cases)
-    for (DataType in : {DataType::FP8_E4M3, DataType::BF16}) {
-      const bool fp8 = in == DataType::FP8_E4M3;
+    for (const TileCase& t : tiles) {
       Graph g(fmt::format("dynamic_{}", graphs.size()));
       test::TensorAdder add{g};
       SdpaAttributes a;
@@ -321,23 +343,14 @@ TEST_CASE("dynamic row tiles: masked three-consumer grids taking row tiles from 
       if (c.bottom_right) a.alignment = DiagonalAlignment::BottomRight;
       if (c.window) a.window_left = c.window;
       a.generate_stats = true;
-      a.tile = TileShape{192, fp8 ? 96 : 64};  // three consumers
-      const int64_t B = 12, H_q = 8, H_kv = 4, D = 128;
-      const int64_t q = add("Q", {B, H_q, c.S_q, D}, in), k = add("K", {B, H_kv, c.S_kv, D}, in),
-                    v = add("V", {B, H_kv, c.S_kv, D}, in), o = add("O", {B, H_q, c.S_q, D}, in, true);
+      a.tile = t.tile;
+      const int64_t B = 12, H_q = 8, H_kv = 4, D = t.D;
+      const int64_t q = add("Q", {B, H_q, c.S_q, D}, t.in), k = add("K", {B, H_kv, c.S_kv, D}, t.in),
+                    v = add("V", {B, H_kv, c.S_kv, D}, t.in), o = add("O", {B, H_q, c.S_q, D}, t.in, true);
       const int64_t stats = add("Stats", {B, H_q, c.S_q, 1}, DataType::FP32, true);
-      if (fp8) {
-        SdpaFp8Operands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats;
-        test::add_fp8_scalars(add, io);
-        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
-      } else {
-        SdpaOperands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats;
-        REQUIRE(g.sdpa(io, a, "attn").ok());
-      }
+      add_attention(g, add, t.in, a, [&](auto& io) { io.q = q, io.k = k, io.v = v, io.o = o, io.stats = stats; });
       graphs.push_back(std::move(g));
-      labels.push_back(fmt::format("{} ({})", c.what, to_string(in)));
+      labels.push_back(fmt::format("{} ({} D {})", c.what, to_string(t.in), D));
     }
   const std::vector<Result<Plan>> plans = build_plans(graphs);
   int passed = 0, ran = 0;
@@ -1153,18 +1166,10 @@ TEST_CASE("a capacity plan over fewer keys against the reference of the actual l
       a.causal = true;
       a.alignment = DiagonalAlignment::BottomRight;
       a.padding_mask = true;
-      if (c.in == DataType::BF16) {
-        SdpaOperands io;
+      add_attention(g, add, c.in, a, [&](auto& io) {
         io.q = q, io.k = k, io.v = v, io.o = o, io.seq_len_q = lq, io.seq_len_kv = lkv;
         io.seq_start_q = sq, io.seq_start_kv = skv;
-        REQUIRE(g.sdpa(io, a, "attn").ok());
-      } else {
-        SdpaFp8Operands io;
-        io.q = q, io.k = k, io.v = v, io.o = o, io.seq_len_q = lq, io.seq_len_kv = lkv;
-        io.seq_start_q = sq, io.seq_start_kv = skv;
-        test::add_fp8_scalars(add, io);
-        REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
-      }
+      });
       return g;
     };
     const Graph capacity = graph_of(4096), actual = graph_of(c.length);
