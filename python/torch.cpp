@@ -30,8 +30,9 @@ int ints_of(PyObject* tuple, int64_t (&out)[8]) {
   return rank;
 }
 
-// The dense operator's K/V capacity (ExecuteOptions::kv_extent): `kv` = (index of q, k, v and seq_lens_k in the
-// call's tensors), each [B, S, H, D]. A call with per-sequence key lengths and more keys than queries (a cache's
+// The dense operator's K/V capacity (ExecuteOptions::kv_extent): `kv` = (index of q, k, v, seq_lens_k and seq_bounds
+// in the call's tensors), Q, K, V each [B, S, H, D]. A call with per-sequence key lengths (either tensor) and more keys
+// than queries (a cache's
 // decode or chunked prefill) is planned for S_kv rounded up to a power of two (at least 256), K and V 16-byte
 // aligned: a cache that grows a token a step then meets a new shape class once per doubling instead of once per
 // token. capacity 0 otherwise (the call's own S_kv). Under a capacity, K's and V's shapes and strides as read, so
@@ -48,12 +49,12 @@ KvRead read_kv(nb::handle tensors, nb::handle kv) {
   static PyObject* const s_itemsize = interned("itemsize");
   KvRead r;
   if (kv.is_none()) return r;
-  const auto [qi, ki, vi, li] = nb::cast<std::tuple<int, int, int, int>>(kv);
+  const auto [qi, ki, vi, li, bi] = nb::cast<std::tuple<int, int, int, int, int>>(kv);
   PyObject* t = tensors.ptr();
   if (!PyTuple_Check(t)) invalid_argument("_kv_capacity: tensors must be a tuple");
-  for (int i : {qi, ki, vi, li})
+  for (int i : {qi, ki, vi, li, bi})
     if (i < 0 || i >= PyTuple_GET_SIZE(t)) invalid_argument("_kv_capacity: an index past the call's tensors");
-  if (PyTuple_GET_ITEM(t, li) == Py_None) return r;
+  if (PyTuple_GET_ITEM(t, li) == Py_None && PyTuple_GET_ITEM(t, bi) == Py_None) return r;
   int64_t q_shape[8];
   if (ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, qi), s_shape), q_shape) != 4 ||
       ints_of(PyObject_GetAttr(PyTuple_GET_ITEM(t, ki), s_shape), r.shape[0]) != 4 || q_shape[1] >= r.shape[0][1])
@@ -151,14 +152,14 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
 }
 
 // How an operator's plan binds a call: per graph tensor in declaration order, the index of the call's tensor whose
-// data_ptr() it takes, or -1 and a constant pointer (a scale or lengths tensor the layer made for the shape class).
-// run() reads the pointers and launches in one call, the GIL released around the launch. `kv` (k, v): a plan for a
+// data_ptr() it takes and a byte offset into it (a row of seq_bounds), or -1 and a constant pointer (a scale or
+// lengths tensor the layer made for the shape class). run() reads the pointers and launches in one call. `kv` (k, v): a plan for a
 // K/V capacity, to which each run passes the call's K/V extent ([B, S, H, D] tensors: their S and strides).
 struct CallBinding {
   nb::object plan_object;  // keeps the Plan alive
   const Plan* plan = nullptr;
   std::vector<int> index;
-  std::vector<uintptr_t> constant;
+  std::vector<uintptr_t> offset_or_pointer;  // index >= 0: bytes past the call tensor's data_ptr(); else the pointer
   std::vector<int64_t> uid;
   std::optional<std::pair<int, int>> kv;
 
@@ -171,7 +172,7 @@ struct CallBinding {
                        std::to_string(tensors.size()) + " tensors");
     for (size_t i = 0; i < slots.size(); ++i) {
       index.push_back(slots[i].first);
-      constant.push_back(slots[i].second);
+      offset_or_pointer.push_back(slots[i].second);
       uid.push_back(tensors[i].uid);
     }
   }
@@ -183,12 +184,12 @@ struct CallBinding {
     PointersByUid by_uid;
     by_uid.reserve(index.size());
     for (size_t i = 0; i < index.size(); ++i) {
-      uintptr_t ptr = constant[i];
+      uintptr_t ptr = offset_or_pointer[i];
       if (index[i] >= 0) {
         if (index[i] >= n) invalid_argument("_CallBinding.run: the call has no tensor " + std::to_string(index[i]));
         PyObject* r = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(tensors.ptr(), index[i]), s_data_ptr);
         if (!r) throw nb::python_error();
-        ptr = as_pointer(nb::steal(r).ptr(), plan->graph().tensors()[i].name, ".data_ptr()");
+        ptr += as_pointer(nb::steal(r).ptr(), plan->graph().tensors()[i].name, ".data_ptr()");
       }
       by_uid.emplace(uid[i], reinterpret_cast<void*>(ptr));
     }

@@ -279,17 +279,20 @@ def check_generated_binding(name, args, kwargs):
     bytes_of = {"FP4_E2M1": 0.5, "FP8_E4M3": 1, "FP8_E5M2": 1, "FP8_E8M0": 1, "BF16": 2, "FP16": 2, "FP32": 4,
                 "INT32": 4}
     bound_outputs = []
-    for t, (index, _) in zip(graph.tensors, slots):
+    for t, (index, offset) in zip(graph.tensors, slots):
         if index < 0:
             assert t["name"] in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "seq_len_q")
             continue
         argument = {"Q": ("q",), "K": ("k", "k_cache"), "V": ("v", "v_cache"), "O": ("out", "codes"),
-                    "Stats": ("lse",), "page_table": ("block_table",), "seq_len_kv": ("seq_lens", "seq_lens_k"),
-                    "seq_len_q": ("seq_lens_q",), "cu_seqlens_kv": ("cu_seqlens_k",),
-                    "seq_start_q": ("seq_starts_q",), "seq_start_kv": ("seq_starts_k",)}.get(t["name"], (t["name"],))
+                    "Stats": ("lse",), "page_table": ("block_table",),
+                    "seq_len_kv": ("seq_lens", "seq_lens_k", "seq_bounds"), "seq_len_q": ("seq_lens_q", "seq_bounds"),
+                    "cu_seqlens_kv": ("cu_seqlens_k",), "seq_start_q": ("seq_starts_q", "seq_bounds"),
+                    "seq_start_kv": ("seq_starts_k", "seq_bounds")}.get(t["name"], (t["name"],))
         assert family.tensor_names[index] in argument, (t["name"], family.tensor_names[index])
         x = tensors[index]
         assert x is not None, t["name"]
+        if family.tensor_names[index] == "seq_bounds":  # one row each, at its byte offset
+            x = x[offset // (x.stride(0) * 4)]
         assert x.numel() * x.element_size() == math.prod(t["dims"]) * bytes_of[t["dtype"]], (t, tuple(x.shape))
         if t["output"]:
             bound_outputs.append(x)
@@ -361,3 +364,33 @@ def test_the_dense_operator_takes_per_sequence_lengths_and_starts():
         torch.ops.rime.attention(q, kv, kv, seq_lens_k=meta(3, dtype=torch.int32))
     with pytest.raises(rime.InvalidArgumentError, match="seq_lens_k: torch.int64"):
         torch.ops.rime.attention(q, kv, kv, seq_lens_k=meta(2, dtype=torch.int64))
+
+
+def test_seq_bounds_are_the_four_per_sequence_tensors_as_the_rows_of_one():
+    # rime.transformers' form: starts_q, lens_q, starts_k, lens_k as the rows of one [4, B] int32 tensor, which a
+    # call reads once. The graph is the four tensors' graph, each row bound at its byte offset into the one tensor;
+    # a cache's decode plans for its capacity as with seq_lens_k.
+    q, kv = meta(2, 1, 8, 128), meta(2, 300, 2, 128)
+    bounds = meta(4, 2, dtype=torch.int32)
+    lens = meta(2, dtype=torch.int32)
+    four = rime.torch.graph("attention", q, kv, kv, seq_starts_q=lens, seq_lens_q=lens, seq_starts_k=lens,
+                            seq_lens_k=lens, causal=True)
+    one = rime.torch.graph("attention", q, kv, kv, seq_bounds=bounds, causal=True)
+    assert one.tensors == four.tensors and one.hash == four.hash
+    check_generated_binding("attention", (q, kv, kv), dict(seq_bounds=bounds, causal=True))
+    from rime.torch import _FAMILY_OF
+    family, _ = _FAMILY_OF["attention"]
+    graph, slots, _ = family.graph("attention", family.call(rime.torch._bind("g", "attention", (q, kv, kv),
+                                                                           dict(seq_bounds=bounds))[2]), None)
+    row = {t["name"]: s for t, s in zip(graph.tensors, slots)}
+    i = family.tensor_names.index("seq_bounds")
+    assert [row[n] for n in ("seq_start_q", "seq_len_q", "seq_start_kv", "seq_len_kv")] == [(i, 0), (i, 8), (i, 16),
+                                                                                          (i, 24)]
+    k = next(t for t in one.tensors if t["name"] == "K")
+    assert k["dims"] == [2, 2, 512, 128]  # planned for the cache's capacity
+    with pytest.raises(rime.InvalidArgumentError, match="seq_bounds: given with seq_lens_k"):
+        torch.ops.rime.attention(q, kv, kv, seq_bounds=bounds, seq_lens_k=lens)
+    with pytest.raises(rime.InvalidArgumentError, match=r"seq_bounds: torch.int64 \(4, 2\); expected int32"):
+        torch.ops.rime.attention(q, kv, kv, seq_bounds=meta(4, 2, dtype=torch.int64))
+    with pytest.raises(rime.InvalidArgumentError, match=r"seq_bounds: torch.int32 \(3, 2\)"):
+        torch.ops.rime.attention(q, kv, kv, seq_bounds=meta(3, 2, dtype=torch.int32))

@@ -182,6 +182,12 @@ def test_dense_attention_with_per_sequence_starts(dtype, causal, window, s_q):
             want, _ = reference(qf[b:b + 1, sq:sq + lq] * d[0], kf[b:b + 1, sk:sk + lk] * d[1],
                                 vf[b:b + 1, sk:sk + lk] * d[2], causal, window_left=window)
             assert rel_l2(out[b:b + 1, sq:sq + lq], want) < tol, b
+    # The same bounds as the rows of one [4, B] tensor (seq_bounds, rime.transformers' form), through the eager fast
+    # path: the same kernel on the same pointers, so the same bytes.
+    bounds = torch.stack((t[2], t[0], t[3], t[1]))
+    again = poisoned((4, s_q, 8, 128), torch.bfloat16)
+    rime.torch.attention_out(q, k, v, again, **scales, seq_bounds=bounds, causal=causal, window_left=window)
+    assert torch.equal(again, out)
 
 
 def test_a_growing_cache_decodes_every_length_up_to_its_capacity_with_one_plan():
@@ -201,7 +207,13 @@ def test_a_growing_cache_decodes_every_length_up_to_its_capacity_with_one_plan()
         for b, n in enumerate(lens.tolist()):
             want, _ = reference(q[b:b + 1], k[b:b + 1, :n], v[b:b + 1, :n], True)
             assert rel_l2(out[b:b + 1], want) < 1e-2, (s, b)
-    assert rime.torch.plan_count() == plans
+        # The key lengths as seq_bounds' last row (starts 0, one query each; the plan of starts): one plan for every
+        # length too.
+        zeros, ones = torch.zeros_like(lens), torch.ones_like(lens)
+        again = poisoned((B, 1, 8, 128), torch.bfloat16)
+        rime.torch.attention_out(q, k, v, again, seq_bounds=torch.stack((zeros, ones, zeros, lens)), causal=True)
+        assert rel_l2(again, out) < 1e-2, s
+    assert rime.torch.plan_count() == plans + 1
 
 
 def test_a_static_cache_decodes_every_step_with_one_plan_and_replays_new_lengths():

@@ -17,7 +17,7 @@ from transformers.masking_utils import AttentionMaskInterface  # noqa: E402
 import rime.transformers as rt  # noqa: E402
 from rime.transformers import _attention  # noqa: E402
 from rime.transformers._sequences import check_one_run, sequences  # noqa: E402
-from rime.transformers._sequences import rows as sequence_rows  # noqa: E402
+from rime.transformers._sequences import bounds as sequence_bounds  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 rt.register()
@@ -84,20 +84,21 @@ class CountOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_a_decode_forwards_sequences_take_nine_ops_and_each_layers_rows_none():
+def test_a_decode_forwards_sequences_take_eight_ops_and_each_layers_bounds_none():
     m = torch.ones(3, 40, dtype=torch.long)
     m[1, :7] = 0
     with CountOps() as made:
         s = _attention.mask(3, 1, 40, q_offset=39, attention_mask=m)
-    assert len(made.ops) <= 9, made.ops  # slice, argmax x2, sum x2, stack, cast, view, unbind
+    assert len(made.ops) <= 8, made.ops  # slice, argmax x2, sum x2, stack, cast, view
     with CountOps() as taken:
         for _ in range(4):
-            got = rows(sequence_rows(s))
+            b = sequence_bounds(s)
     assert taken.ops == [], taken.ops
-    assert got == [[0, 0, 0], [1, 1, 1], [0, 7, 0], [40, 33, 40]]
-    # Without the kept rows (a mask made under torch.compile, or handed on by a model), the same rows by indexing.
+    got = b.tolist()
+    assert b.shape == (4, 3) and got == [[0, 0, 0], [1, 1, 1], [0, 7, 0], [40, 33, 40]]
+    # Without the kept view (a mask made under torch.compile, or handed on by a model), the same rows by indexing.
     bare = s.clone()
-    assert rows(sequence_rows(bare)) == got
+    assert sequence_bounds(bare).tolist() == got
 
 
 def test_a_decode_layers_attention_call_is_five_ops():
@@ -182,8 +183,9 @@ def test_a_left_padded_batch_runs_every_layer_through_rime_with_its_starts_and_l
     # K and V as the layer holds them: [B, S, H_kv, D] views of [B, H_kv, S, D], not repeated to the 8 q heads.
     assert c["k"].shape == (2, 7, 2, 64) and c["k"].stride() == (7 * 2 * 64, 64, 7 * 64, 1)
     assert c["q"].shape == (2, 7, 8, 64)
-    assert all(c[n].shape == (2,) and c[n].dtype == torch.int32
-               for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
+    # Starts and lengths as the rows of one [4, B] tensor (seq_bounds), not four tensors.
+    assert c["seq_bounds"].shape == (4, 2) and c["seq_bounds"].dtype == torch.int32
+    assert all(n not in c for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
     assert c["causal"] and c["window_left"] == -1 and c["softmax_scale"] == pytest.approx(64 ** -0.5)
 
 
@@ -196,8 +198,7 @@ def test_a_mask_made_before_the_forward_reaches_the_attention_function_unchanged
         model(input_ids=torch.zeros(2, 7, dtype=torch.long, device="meta"), attention_mask=made)
     assert len(r.calls) == 2
     base = made if made._base is None else made._base  # views share their base
-    assert all(c[n]._base is base for c in r.calls
-               for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k"))
+    assert all(c["seq_bounds"] is base or c["seq_bounds"]._base is base for c in r.calls)
 
 
 def test_a_model_switched_to_rime_after_loading_uses_it():
@@ -252,7 +253,7 @@ def test_a_static_cache_needs_two_plans_per_batch_size_and_a_dynamic_one_a_plan_
     # Two prefills (a padded batch's, with lengths, and an unpadded one's, without), then decode steps over 17 .. 47
     # keys: DynamicCache's keys grow by one a step.
     assert sorted(c.kwargs["k"].shape[1] for c in dynamic) == [16, 16] + list(range(17, 48))
-    assert sorted(c.kwargs["seq_lens_k"] is None for c in dynamic if c.kwargs["k"].shape[1] == 16) == [False, True]
+    assert sorted(c.kwargs["seq_bounds"] is None for c in dynamic if c.kwargs["k"].shape[1] == 16) == [False, True]
     with pytest.raises(rime.InvalidArgumentError, match="attn_implementation='rime'"):
         rt.calls(model_of(llama(), attn="sdpa"))
 

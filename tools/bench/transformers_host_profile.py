@@ -54,10 +54,13 @@ def pieces(B, S, other):
     yield "rime.torch.attention, transposed views, lengths", lambda: rime.torch.attention(
         qt, kt, vt, seq_lens_q=rows[1], seq_lens_k=rows[3], seq_starts_q=rows[0], seq_starts_k=rows[2],
         causal=True, softmax_scale=scale), None
+    bounds = _sequences.bounds(seq)
+    yield "rime.torch.attention, transposed views, seq_bounds", lambda: rime.torch.attention(
+        qt, kt, vt, seq_bounds=bounds, causal=True, softmax_scale=scale), None
     yield "rime.torch.attention, transposed views, no lengths", lambda: rime.torch.attention(
         qt, kt, vt, causal=True, softmax_scale=scale), None
     yield "three transposes", lambda: (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)), None
-    yield "rows() of the sequences", lambda: _sequences.rows(seq), None
+    yield "bounds() of the sequences", lambda: _sequences.bounds(seq), None
     yield "torch.empty of O", lambda: torch.empty((B, 1, H_Q, D), dtype=torch.bfloat16, device="cuda"), None
     yield "rime.transformers.mask (a forward's, once)", lambda: rt.mask(B, 1, S, S - 1, attention_mask=am), None
     if other is not None:

@@ -11,7 +11,8 @@ nothing):
 - attention / attention_out: dense Q [B, S_q, H_q, D_qk], K [B, S_kv, H_kv, D_qk], V [B, S_kv, H_kv, D_v] (any
   strides with a unit last one: views such as q.transpose(1, 2) of a [B, H, S, D] tensor are taken as they are);
   optional int32 [B] seq_lens_q / seq_lens_k (a padded batch, a static cache's filled part) and seq_starts_q /
-  seq_starts_k (left padding).
+  seq_starts_k (left padding), or all four as the rows of one int32 [4, B] seq_bounds (starts_q, lens_q, starts_k,
+  lens_k: one tensor for a call to read instead of four, as rime.transformers passes them).
 - attention_varlen / attention_varlen_out: ragged batches, Q [T_q, H_q, D], K and V [T_kv, H_kv, D] with int32
   cu_seqlens_q / cu_seqlens_k [B + 1] (FlashAttention's varlen form).
 - paged_attention / paged_attention_out: K and V caches [num_pages, page_size, H_kv, D] (vLLM's NHD; an HND cache

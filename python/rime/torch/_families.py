@@ -130,12 +130,28 @@ def _int32(c, name, layout):
 
 # ---- attention: dense -----------------------------------------------------------------------------------------------
 
+_BOUNDS = ("seq_start_q", "seq_len_q", "seq_start_kv", "seq_len_kv")  # seq_bounds' rows, as graph tensors
+
+
 def _sequences(g, c, device):
     """Per-sequence lengths and starts of a dense call (SPEC section 2): seq_lens_q / seq_lens_k [B] int32 (a padded
-    batch, a static cache's filled part), seq_starts_q / seq_starts_k [B] int32 (left padding). A side given no
-    lengths holds full ones, a constant of the shape class. Returns the graph's fields: padding_mask when any is
-    given."""
+    batch, a static cache's filled part), seq_starts_q / seq_starts_k [B] int32 (left padding), or all four as the rows
+    of seq_bounds [4, B] int32 (starts_q, lens_q, starts_k, lens_k: one tensor for the call to read instead of four,
+    rime.transformers' form). A side given no lengths holds full ones, a constant of the shape class. Returns the
+    graph's fields: padding_mask when any is given."""
     lens_q, lens_k, starts_q, starts_k = c.seq_lens_q, c.seq_lens_k, c.seq_starts_q, c.seq_starts_k
+    bounds = c.seq_bounds
+    if bounds is not None:
+        given = [n for n in ("seq_lens_q", "seq_lens_k", "seq_starts_q", "seq_starts_k") if getattr(c, n) is not None]
+        if given:
+            raise InvalidArgumentError(f"seq_bounds: given with {', '.join(given)}; seq_bounds holds all four as rows")
+        B = c.q.shape[0]
+        if bounds.dtype != torch.int32 or bounds.dim() != 2 or bounds.shape[0] != 4 or bounds.shape[1] != B:
+            raise InvalidArgumentError(f"seq_bounds: {bounds.dtype} {tuple(bounds.shape)}; expected int32 [4, B = {B}] "
+                                       "(rows starts_q, lens_q, starts_k, lens_k)")
+        for row, role in enumerate(_BOUNDS):
+            g.tensor(role, "seq_bounds", [B], [bounds.stride(1)], torch.int32, offset=row * bounds.stride(0) * 4)
+        return {"padding_mask": True}
     if lens_q is None and lens_k is None and starts_q is None and starts_k is None:
         return {}
     for start, lens in (("seq_starts_q", "seq_lens_q"), ("seq_starts_k", "seq_lens_k")):
@@ -179,16 +195,16 @@ ATTENTION = Family(
     inputs="Tensor q, Tensor k, Tensor v",
     outputs="Tensor out, Tensor? lse=None",
     optional=f"{_SCALES}, Tensor? sink=None, Tensor? seq_lens_q=None, Tensor? seq_lens_k=None, "
-             "Tensor? seq_starts_q=None, Tensor? seq_starts_k=None",
+             "Tensor? seq_starts_q=None, Tensor? seq_starts_k=None, Tensor? seq_bounds=None",
     attributes=_MASK,
     allocating=_ALLOCATING,
     layouts={**_DENSE_LAYOUTS, "out": "B S_q H_q D_v", "lse": "B H_q S_q", "seq_lens_q": "B", "seq_lens_k": "B",
-             "seq_starts_q": "B", "seq_starts_k": "B"},
+             "seq_starts_q": "B", "seq_starts_k": "B", "seq_bounds": "4 B"},
     qkv=("q", "k", "v"),
     graph=_dense_graph,
     allocate=(_bshd_allocate, ("q", "v", "out_dtype", "return_lse")),
     result=(_out_and_lse, ("q", "out", "lse")),
-    kv_capacity=("q", "k", "v", "seq_lens_k"))
+    kv_capacity=("q", "k", "v", "seq_lens_k", "seq_bounds"))
 
 
 # ---- attention_varlen: ragged (THD) batches ---------------------------------------------------------------------

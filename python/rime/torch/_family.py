@@ -54,7 +54,7 @@ class Family:
     several tensors must have one extent in a call (B, H_kv, D_qk, ...). `qkv`: the names of Q, K and V. `graph(g, c,
     device) -> (kind, fields)` builds the call's graph into g (a GraphOfCall); `allocate` and `result`: (function,
     names of the parameters it takes) for the functional form's outputs and its return value. `kv_capacity`: the
-    names of Q, K, V and the key lengths of a family that plans a cache's K/V for a capacity."""
+    names of Q, K, V and of the key lengths' tensors (seq_lens_k, seq_bounds) of a family that plans a cache's K/V for a capacity."""
 
     def __init__(self, name, *, inputs, outputs, optional, attributes, allocating, layouts, qkv, graph, allocate,
                  result, kv_capacity=None):
@@ -72,8 +72,8 @@ class Family:
         self.make_graph = graph
         self.allocate, self.allocate_names = allocate
         self.result, self.result_names = result
-        # kv_capacity (q, k, v, seq_lens_k): the family plans a cache's K/V for a capacity (_rime._kv_capacity), and
-        # its key and binding carry their indices in the call's tensors.
+        # kv_capacity (q, k, v and the two tensors that may hold the key lengths): the family plans a cache's K/V for
+        # a capacity (_rime._kv_capacity), and its key and binding carry their indices in the call's tensors.
         self.kv = tuple(self.slot[n] for n in kv_capacity) if kv_capacity else None
 
     def ops(self):

@@ -31,7 +31,7 @@ call_key = _rime._call_key
 
 class Entry:
     """A plan and how a call's tensors bind to its graph (`binding`: per graph tensor in declaration order, the index
-    of the call's tensor, or a constant's pointer). `workspaces`: the plan's workspace per stream, for eager calls
+    of the call's tensor and a byte offset into it, or -1 and a constant's pointer). `workspaces`: the plan's workspace per stream, for eager calls
     (launch)."""
     __slots__ = ("plan", "binding", "device", "workspace", "keep", "workspaces")
 
@@ -69,19 +69,19 @@ class GraphOfCall:
         self.keep = []
         self.roles = {}
 
-    def tensor(self, role, name, dims, strides, dtype, output=False):
+    def tensor(self, role, name, dims, strides, dtype, output=False, offset=0):
         """The call's tensor `name` as the graph's `role`, with the graph's logical dims and strides and its torch
-        dtype's rime type."""
+        dtype's rime type; `offset`: bytes past its data_ptr() (a row of seq_bounds)."""
         d = _RIME_DTYPE.get(dtype)
         if d is None:
             raise InvalidArgumentError(f"{name}: dtype {dtype} is not one rime takes (float32, float16, bfloat16, "
                                        "float8_e4m3fn, float8_e5m2, int32)")
-        return self.raw(role, name, dims, strides, d, output)
+        return self.raw(role, name, dims, strides, d, output, offset)
 
-    def raw(self, role, name, dims, strides, rime_dtype, output=False):
+    def raw(self, role, name, dims, strides, rime_dtype, output=False, offset=0):
         """The same with the graph's dtype named (FP4 codes held as bytes, E8M0 scales)."""
         t = self.b.tensor(role, list(dims), rime_dtype, strides=list(strides), output=output)
-        self.slots.append((self.slot[name], 0))
+        self.slots.append((self.slot[name], offset))
         self.roles[role.lower()] = t
         return t
 

@@ -6,7 +6,7 @@ import torch
 
 from .. import torch as rime_torch
 from ..errors import NotSupportedError
-from ._sequences import check_one_run, is_fake, is_sequences, rows, sequences
+from ._sequences import bounds, check_one_run, is_fake, is_sequences, sequences
 
 # transformers' mask patterns that starts and lengths plus the attention function's own attributes (is_causal,
 # sliding_window) say: any other (chunked attention, packed sequences, a model's own and_mask / or_mask overlays)
@@ -111,20 +111,19 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
     causal = kwargs.get("is_causal")
     if causal is None:
         causal = getattr(module, "is_causal", True)
-    lens_q = lens_k = starts_q = starts_k = None
+    seq_bounds = None
     if attention_mask is not None:
         if not is_sequences(attention_mask):
             _refuse(module, query, key, dropout, window, softcap, s_aux,
                     f"attention_mask of shape {tuple(attention_mask.shape)} and dtype {attention_mask.dtype}: rime "
                     "serves the padding that its own mask function (registered with the backend) describes, not a "
                     "prepared mask")
-        starts_q, lens_q, starts_k, lens_k = rows(attention_mask)
+        seq_bounds = bounds(attention_mask)
     B, H_q, S_q, _ = query.shape
     out = query.new_empty((B, S_q, H_q, value.shape[3]))
     call = dict(q=query.transpose(1, 2), k=key.transpose(1, 2), v=value.transpose(1, 2), out=out, sink=_sink(s_aux),
-                seq_lens_q=lens_q, seq_lens_k=lens_k, seq_starts_q=starts_q, seq_starts_k=starts_k,
-                causal=bool(causal), window_left=int(window) if window else -1, softmax_scale=scaling,
-                softcap=softcap)
+                seq_bounds=seq_bounds, causal=bool(causal), window_left=int(window) if window else -1,
+                softmax_scale=scaling, softcap=softcap)
     if recorder is not None:
         recorder(module, query, call)
     try:

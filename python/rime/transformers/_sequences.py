@@ -3,10 +3,12 @@ with no host sync: what the mask function hands the attention function in place 
 
 The sequences of one forward are a [4, B, 1, 1] int32 tensor, rows START_Q, LEN_Q, START_KV, LEN_KV: sequence b's
 queries are rows [start_q, start_q + len_q) of the dense S_q axis and its keys positions [start_kv, start_kv + len_kv)
-of the K/V tensors the layer's cache hands the attention function. Every row is a contiguous [B] view (rows()),
-passed to torch.ops.rime.attention_out as it is. Four dims, because transformers hands a 4D mask back unchanged as
-"already prepared": generate makes the mask of a compileable cache (a StaticCache) before the forward and passes
-it in as the attention_mask, and a 2D tensor would be read as a padding mask again.
+of the K/V tensors the layer's cache hands the attention function. Its [4, B] view (bounds()) is the operator's
+seq_bounds, passed to torch.ops.rime.attention_out as it is: one tensor for each layer's call to read (shape,
+strides, dtype, device and pointer) instead of four, on the host that a decode step binds on. Four dims, because
+transformers hands a 4D mask back unchanged as "already prepared": generate makes the mask of a compileable cache (a
+StaticCache) before the forward and passes it in as the attention_mask, and a 2D tensor would be read as a padding
+mask again.
 
 The mask m [B, L] (L = tokens seen + this forward's queries) lines up with the keys the attention function gets:
 position p of m is key p of a cache that keeps every token (a DynamicCache's layer, a StaticCache's buffer, whose
@@ -36,23 +38,27 @@ def is_sequences(mask):
             and mask.shape[2] == 1 and mask.shape[3] == 1)
 
 
-def rows(mask):
-    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views, no copy). In eager mode
-    sequences() keeps them beside the tensor, so that each layer's call takes them without an op: made by indexing,
-    they took 9.9 us of an H100 host a call (tools/bench/transformers_host_profile.py), and a decode step binds on
-    the host (docs/perf.md, "transformers generate")."""
+def bounds(mask):
+    """The [4, B] view of what sequences() made (rows start_q, len_q, start_kv, len_kv; no copy): the operator's
+    seq_bounds. In eager mode sequences() keeps it beside the tensor, so that each layer's call takes it without an
+    op: a decode step binds on the host (docs/perf.md, "transformers generate")."""
     if not torch.compiler.is_compiling():
-        kept = getattr(mask, "_rime_rows", None)
+        kept = getattr(mask, "_rime_bounds", None)
         if kept is not None:
             return kept
-    return mask[:, :, 0, 0].unbind(0)
+    return mask[:, :, 0, 0]
+
+
+def rows(mask):
+    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views of bounds())."""
+    return bounds(mask).unbind(0)
 
 
 def _made(stacked):
-    """The [4, B, 1, 1] sequences of a [4, B] int32 tensor, its rows kept beside it in eager mode (rows())."""
+    """The [4, B, 1, 1] sequences of a [4, B] int32 tensor, the [4, B] kept beside it in eager mode (bounds())."""
     out = stacked.view(4, -1, 1, 1)
     if not torch.compiler.is_compiling():
-        out._rime_rows = stacked.unbind(0)
+        out._rime_bounds = stacked
     return out
 
 
