@@ -130,7 +130,8 @@ def _int32(c, name, layout):
 
 # ---- attention: dense -----------------------------------------------------------------------------------------------
 
-_BOUNDS = ("seq_start_q", "seq_len_q", "seq_start_kv", "seq_len_kv")  # seq_bounds' rows, as graph tensors
+# seq_bounds' rows as graph tensors, declared in the order of the four tensors' graph (so both are one graph).
+_BOUNDS = (("seq_len_q", 1), ("seq_len_kv", 3), ("seq_start_q", 0), ("seq_start_kv", 2))
 
 
 def _sequences(g, c, device):
@@ -149,7 +150,7 @@ def _sequences(g, c, device):
         if bounds.dtype != torch.int32 or bounds.dim() != 2 or bounds.shape[0] != 4 or bounds.shape[1] != B:
             raise InvalidArgumentError(f"seq_bounds: {bounds.dtype} {tuple(bounds.shape)}; expected int32 [4, B = {B}] "
                                        "(rows starts_q, lens_q, starts_k, lens_k)")
-        for row, role in enumerate(_BOUNDS):
+        for role, row in _BOUNDS:
             g.tensor(role, "seq_bounds", [B], [bounds.stride(1)], torch.int32, offset=row * bounds.stride(0) * 4)
         return {"padding_mask": True}
     if lens_q is None and lens_k is None and starts_q is None and starts_k is None:
