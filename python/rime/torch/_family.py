@@ -54,7 +54,8 @@ class Family:
     several tensors must have one extent in a call (B, H_kv, D_qk, ...). `qkv`: the names of Q, K and V. `graph(g, c,
     device) -> (kind, fields)` builds the call's graph into g (a GraphOfCall); `allocate` and `result`: (function,
     names of the parameters it takes) for the functional form's outputs and its return value. `kv_capacity`: the
-    names of Q, K, V and of the key lengths' tensors (seq_lens_k, seq_bounds) of a family that plans a cache's K/V for a capacity."""
+    names of Q, K, V and of the tensors that may hold the key lengths (seq_lens_k, seq_bounds) of a family that plans
+    a cache's K/V for a capacity."""
 
     def __init__(self, name, *, inputs, outputs, optional, attributes, allocating, layouts, qkv, graph, allocate,
                  result, kv_capacity=None):

@@ -31,8 +31,8 @@ call_key = _rime._call_key
 
 class Entry:
     """A plan and how a call's tensors bind to its graph (`binding`: per graph tensor in declaration order, the index
-    of the call's tensor and a byte offset into it, or -1 and a constant's pointer). `workspaces`: the plan's workspace per stream, for eager calls
-    (launch)."""
+    of the call's tensor and a byte offset into it, or -1 and a constant's pointer). `workspaces`: the plan's
+    workspace per stream, for eager calls (launch)."""
     __slots__ = ("plan", "binding", "device", "workspace", "keep", "workspaces")
 
     def __init__(self, plan, slots, keep, kv=None):
