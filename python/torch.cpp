@@ -153,8 +153,9 @@ nb::object call_key(nb::handle head, nb::handle tensors, std::optional<int> devi
 
 // How an operator's plan binds a call: per graph tensor in declaration order, the index of the call's tensor whose
 // data_ptr() it takes and a byte offset into it (a row of seq_bounds), or -1 and a constant pointer (a scale or
-// lengths tensor the layer made for the shape class). run() reads the pointers and launches in one call. `kv` (k, v): a plan for a
-// K/V capacity, to which each run passes the call's K/V extent ([B, S, H, D] tensors: their S and strides).
+// lengths tensor the layer made for the shape class). run() reads the pointers and launches in one call, the GIL
+// released around the launch. `kv` (k, v): a plan for a K/V capacity, to which each run passes the call's K/V
+// extent ([B, S, H, D] tensors: their S and strides).
 struct CallBinding {
   nb::object plan_object;  // keeps the Plan alive
   const Plan* plan = nullptr;
