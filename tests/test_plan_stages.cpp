@@ -623,6 +623,28 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
   CHECK(p->decision.split_reason == "pinned by the graph");
 }
 
+TEST_CASE("a split decode's wave counts both CTAs an SM holds where a CTA keeps at most 32 KB of K/V in flight",
+          "[choose]") {
+  // engines/sdpa_sm90/engine.cpp, geometry(): B8 H32/8 S_kv 32k on the one-consumer tile (two CTAs an SM), 64 row
+  // tiles x kv heads x batches. FP8 K/V at D 64 (two stages of 128 keys: 32 KB) split 4, 256 CTAs in one wave of two
+  // a SM; at D 96 (48 KB) and 16-bit D 64 (64 KB) split 2, a wave of one CTA an SM.
+  auto split_of = [](const std::string& graph, const char* q_dtype) {
+    json doc = json::parse(test::read_text(test::source_dir() + "/tools/bench/graphs/" + graph + ".json"));
+    if (q_dtype) doc["tensors"][0]["dtype"] = q_dtype;
+    Facts f = facts_of(doc);
+    Result<Config> c = choose(f, match(f));
+    INFO(graph << ": " << c.status().to_string());
+    REQUIRE(c.ok());
+    CHECK(c->decision.tile == TileShape{64, 128});
+    return c->decision.split_kv;
+  };
+  CHECK(split_of("fp8_decode_b8_h32g8_skv32768_d64", nullptr) == 4);
+  CHECK(split_of("fp8_decode_b8_h32g8_skv32768_d64", "BF16") == 4);  // a 16-bit Q over the same FP8 K/V
+  CHECK(split_of("fp8_decode_b8_h32g8_skv32768_d96", nullptr) == 2);
+  CHECK(split_of("fp8_decode_b8_h32g8_skv32768_d96", "BF16") == 2);
+  CHECK(split_of("bf16_decode_b8_h32g8_skv32768_d64", nullptr) == 2);
+}
+
 TEST_CASE("derive re-checks a decision against the row and the pins", "[choose]") {
   json doc = example_json("fp8_decode_gqa");
   const DeviceDesc ada = DeviceDesc::from_arch("sm_89", 128).value();  // the mma.sync engine's decode

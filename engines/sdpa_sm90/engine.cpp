@@ -231,11 +231,18 @@ class SdpaSm90 final : public Engine {
     g.threads = rime_sm90::threads(n);
     g.smem_bytes = smem_of(f, n, false).total;
     g.ctas_per_sm = rime_sm90::ctas_per_sm(n, static_cast<int>(f.D_v));  // the kernel's launch bounds
-    // A split decode is memory-bound: one one-consumer CTA per SM already keeps the SM's TMA loads in flight, so
-    // the second CTA an SM holds adds no bandwidth and the split model counts a wave as one CTA per SM. Measured on
-    // the H200 (docs/bench/oracle/h200.csv): BF16 B1 S_kv 128k split 16 (128 CTAs) 0.134 ms against 0.143 at
-    // split 32 (256, two per SM), which counting two per SM had chosen; FP8 B8 S_kv 32k split 2 against 4 alike.
-    g.split_ctas_per_sm = 1;
+    // A split decode is memory-bound, and what a second CTA on an SM adds is the K/V bytes its stages keep in
+    // flight. From 48 KB a CTA (16-bit D 64 to 128, FP8 D 96 and 128), one CTA per SM already keeps the SM's share
+    // of DRAM busy, and the split model counts a wave as one CTA per SM. Measured on the H200
+    // (docs/bench/oracle/h200.csv): BF16 B1 S_kv 128k split 16 (128 CTAs) 0.134 ms against 0.143 at split 32 (256,
+    // two per SM), which counting two per SM had chosen; FP8 B8 S_kv 32k split 2 against 4 alike. On an H100
+    // (`rime tune`, B8 H32/8 S_kv 32k): BF16 D 80 and 96 (80 and 96 KB) split 2 fastest of every candidate, FP8 D 96
+    // (48 KB) split 2 0.1500 ms against split 4's 0.1559. At 32 KB (FP8 K/V at D 64, under an FP8 or a 16-bit Q) a
+    // wave counts both CTAs an SM holds: split 4 (256 CTAs) took 0.858x (FP8 Q) and 0.786x (BF16 Q) the time of
+    // split 2 (A/B, 3 rounds; docs/bench/h100_decode_split_waves.txt).
+    const int64_t kv_bytes_in_flight =
+        int64_t{rime_sm90::kStages} * t.tile.kv * (f.D_qk + f.D_v) * (bits_of(f.k().dtype) / 8);
+    g.split_ctas_per_sm = n == 1 && kv_bytes_in_flight <= 32 * 1024 ? g.ctas_per_sm : 1;
     return g;
   }
 
