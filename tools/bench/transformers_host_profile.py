@@ -43,7 +43,7 @@ def pieces(B, S, other):
     am = torch.ones(B, S, dtype=torch.int64, device="cuda")  # generate's mask, all ones
     layer, scale = Layer(), D ** -0.5
     seq = rt.mask(B, 1, S, S - 1, attention_mask=am)
-    rows = _sequences.rows(seq)
+    rows = _sequences.bounds(seq).unbind(0)  # start_q, len_q, start_kv, len_kv
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     yield "sdpa_attention_forward, flash backend (no mask)", lambda: sdpa_attention_forward(
         layer, q, k, v, None, scaling=scale), lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)

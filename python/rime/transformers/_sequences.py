@@ -49,11 +49,6 @@ def bounds(mask):
     return mask[:, :, 0, 0]
 
 
-def rows(mask):
-    """The four [B] rows of what sequences() made: start_q, len_q, start_kv, len_kv (views of bounds())."""
-    return bounds(mask).unbind(0)
-
-
 def _made(stacked):
     """The [4, B, 1, 1] sequences of a [4, B] int32 tensor, the [4, B] kept beside it in eager mode (bounds())."""
     out = stacked.view(4, -1, 1, 1)
