@@ -625,9 +625,9 @@ TEST_CASE("choose honours pins and picks decode splits", "[choose]") {
 
 TEST_CASE("a split decode's wave counts both CTAs an SM holds where a CTA keeps at most 32 KB of K/V in flight",
           "[choose]") {
-  // engines/sdpa_sm90/engine.cpp, geometry(): B8 H32/8 S_kv 32k on the one-consumer tile (two CTAs an SM), 64 row
-  // tiles x kv heads x batches. FP8 K/V at D 64 (two stages of 128 keys: 32 KB) split 4, 256 CTAs in one wave of two
-  // a SM; at D 96 (48 KB) and 16-bit D 64 (64 KB) split 2, a wave of one CTA an SM.
+  // engines/sdpa_sm90/engine.cpp, geometry(): B8 H32/8 S_kv 32k on the one-consumer tile (two CTAs an SM), 64 CTAs
+  // unsplit (one row tile x 8 kv heads x 8 batches). FP8 K/V at D 64 (two stages of 128 keys: 32 KB) split 4, 256
+  // CTAs in one wave of two an SM; at D 96 (48 KB) and 16-bit D 64 (64 KB) split 2, a wave of one CTA an SM.
   auto split_of = [](const std::string& graph, const char* q_dtype) {
     json doc = json::parse(test::read_text(test::source_dir() + "/tools/bench/graphs/" + graph + ".json"));
     if (q_dtype) doc["tensors"][0]["dtype"] = q_dtype;
