@@ -31,12 +31,11 @@ int ints_of(PyObject* tuple, int64_t (&out)[8]) {
 }
 
 // The dense operator's K/V capacity (ExecuteOptions::kv_extent): `kv` = (index of q, k, v, seq_lens_k and seq_bounds
-// in the call's tensors), Q, K, V each [B, S, H, D]. A call with per-sequence key lengths (either tensor) and more keys
-// than queries (a cache's
-// decode or chunked prefill) is planned for S_kv rounded up to a power of two (at least 256), K and V 16-byte
-// aligned: a cache that grows a token a step then meets a new shape class once per doubling instead of once per
-// token. capacity 0 otherwise (the call's own S_kv). Under a capacity, K's and V's shapes and strides as read, so
-// that the key does not read them again.
+// in the call's tensors), Q, K, V each [B, S, H, D]. A call with per-sequence key lengths (either tensor) and more
+// keys than queries (a cache's decode or chunked prefill) is planned for S_kv rounded up to a power of two (at least
+// 256), K and V 16-byte aligned: a cache that grows a token a step then meets a new shape class once per doubling
+// instead of once per token. capacity 0 otherwise (the call's own S_kv). Under a capacity, K's and V's shapes and
+// strides as read, so that the key does not read them again.
 struct KvRead {
   int64_t capacity = 0;
   int index[2] = {-1, -1};  // K's and V's in the call's tensors

@@ -43,7 +43,8 @@ def pieces(B, S, other):
     am = torch.ones(B, S, dtype=torch.int64, device="cuda")  # generate's mask, all ones
     layer, scale = Layer(), D ** -0.5
     seq = rt.mask(B, 1, S, S - 1, attention_mask=am)
-    rows = _sequences.bounds(seq).unbind(0)  # start_q, len_q, start_kv, len_kv
+    bounds = _sequences.bounds(seq)
+    rows = bounds.unbind(0)  # start_q, len_q, start_kv, len_kv
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     yield "sdpa_attention_forward, flash backend (no mask)", lambda: sdpa_attention_forward(
         layer, q, k, v, None, scaling=scale), lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
@@ -54,7 +55,6 @@ def pieces(B, S, other):
     yield "rime.torch.attention, transposed views, lengths", lambda: rime.torch.attention(
         qt, kt, vt, seq_lens_q=rows[1], seq_lens_k=rows[3], seq_starts_q=rows[0], seq_starts_k=rows[2],
         causal=True, softmax_scale=scale), None
-    bounds = _sequences.bounds(seq)
     yield "rime.torch.attention, transposed views, seq_bounds", lambda: rime.torch.attention(
         qt, kt, vt, seq_bounds=bounds, causal=True, softmax_scale=scale), None
     yield "rime.torch.attention, transposed views, no lengths", lambda: rime.torch.attention(
