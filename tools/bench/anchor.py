@@ -33,6 +33,10 @@ SHAPES = [
     ("decode_b8_h32g8_skv32768", 8, 32, 8, 1, 32768, 128, False, 128),
     ("decode_b1_h32g8_skv131072", 1, 32, 8, 1, 131072, 128, False, 128),
     ("decode_b8_h32g8_skv32768_d96", 8, 32, 8, 1, 32768, 96, False, 96),
+    # transformers' generate benchmark's decode steps (docs/perf.md) halfway through: B64 prompts of 512 + 128 new
+    # tokens, B8 of 2048 + 256; the DynamicCache's K/V are BHSD.
+    ("decode_b64_h32g8_skv576", 64, 32, 8, 1, 576, 128, False, 128),
+    ("decode_b8_h32g8_skv2176", 8, 32, 8, 1, 2176, 128, False, 128),
     # Gemma-shaped decodes at head dim 256: 8 query heads over 1 kv head, and 16 over 8.
     ("decode_b8_h8g1_skv8192_d256", 8, 8, 1, 1, 8192, 256, False, 256),
     ("decode_b8_h8g1_skv32768_d256", 8, 8, 1, 1, 32768, 256, False, 256),
