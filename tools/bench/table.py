@@ -7,7 +7,7 @@ import sys
 
 
 ANCHOR_IMPLS = ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16", "rime_padded",
-                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped", "rime_d128")
+                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped", "rime_d128", "rime_plain")
 
 
 def load(path):
@@ -26,6 +26,9 @@ def main(ours_csv, anchors_csv, outdir):
     # A prefill <graph>_bf16q row (a BF16 Q over the FP8 K/V of <graph>) has <graph> (the FP8 Q plan) and torch's
     # cuDNN on the same shape with every tensor in BF16 (what the model would run without an FP8 cache).
     # A <graph>_softcap row (logits capped) has <graph> (the same graph uncapped) as anchor: the cap's cost.
+    # A decode <graph>_capacity row (K/V planned for a capacity, the sequences' starts and lengths read at run time,
+    # as rime.torch plans a growing cache; its .args pins the lengths to <graph>'s S_kv) has <graph>'s anchors (the
+    # same bytes) and <graph> itself (the plain plan of the same step).
     # A head dim 96 or 80 row (<graph> with _d96 / _d80 for _d128, or appended to a decode graph's name) has the
     # D 128 row of the same shape too: TFLOP/s over its TFLOP/s (decode: GB/s over its GB/s).
     # Our own plans as anchors are keyed by the whole graph name (its precision included): the BF16 and FP8 rows of
@@ -39,6 +42,13 @@ def main(ours_csv, anchors_csv, outdir):
                     own[(o["graph"], "rime_d128")] = by_graph[base]
         if o["graph"].endswith("_softcap") and o["graph"][:-len("_softcap")] in by_graph:
             own[(o["graph"], "rime_uncapped")] = by_graph[o["graph"][:-len("_softcap")]]
+        if o["graph"].endswith("_capacity") and "decode" in o["graph"]:
+            base = o["graph"][:-len("_capacity")]
+            if base in by_graph:
+                own[(o["graph"], "rime_plain")] = by_graph[base]
+            for impl in ("copy_bf16", "copy_fp8", "torch_cudnn_bf16", "torch_flash_bf16"):
+                if (base.split("_", 1)[1], impl) in anchor:
+                    anchor[(o["graph"].split("_", 1)[1], impl)] = anchor[(base.split("_", 1)[1], impl)]
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
             own[(o["graph"], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
         if o["graph"].endswith("_bf16q") and "decode" not in o["graph"]:
@@ -73,6 +83,8 @@ def main(ours_csv, anchors_csv, outdir):
             ref_impls = ["rime_fp8_q", "torch_cudnn_bf16"]
         if shape.endswith("_softcap"):
             ref_impls = ["rime_uncapped"]
+        if shape.endswith("_capacity") and decode:
+            ref_impls = ref_impls + ["rime_plain"]
         if "_d96" in shape or "_d80" in shape:
             ref_impls = ref_impls + ["rime_d128"]
         row = {"graph": o["graph"], "plan": o["plan"], "ms": float(o["ms"]), "tflops": float(o["tflops"]),
