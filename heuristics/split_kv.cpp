@@ -30,9 +30,14 @@ SplitChoice choose_split_kv(const SplitProblem& p, const SplitCostModel& m) {
       choice.split = c.split;
     }
   }
-  if (p.lengths_vary)
-    for (const SplitScore& c : choice.candidates)
-      if (c.cost <= best * (1.0 + m.varying_lengths_slack)) choice.split = std::max(choice.split, c.split);
+  if (p.lengths_vary) {
+    const int64_t best_walk = ceil_div(p.kv_tiles, choice.split);
+    for (const SplitScore& c : choice.candidates) {
+      const double walk_saved = static_cast<double>(best_walk - ceil_div(p.kv_tiles, c.split));
+      if (c.split > choice.split && c.cost <= best * (1.0 + m.varying_lengths_slack) && walk_saved >= c.cost - best)
+        choice.split = c.split;
+    }
+  }
   return choice;
 }
 

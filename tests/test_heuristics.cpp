@@ -95,6 +95,14 @@ TEST_CASE("with per-sequence lengths the largest split within the slack wins", "
     if (s.split == varying.split) CHECK(s.cost <= best * (1 + model.varying_lengths_slack));
   }
   CHECK(varying.split == 32);  // 576 <= 516 x 1.15; split 64 costs 640
+  // A split within the slack that saves the longest walk less than it costs is not taken: generate's decode step
+  // at B64 H32/8 over a 1024-key capacity (16 tiles of 64 keys, one 64-row CTA per (batch, kv head)): split 2
+  // costs 82 against 72 and shortens a full-length walk by 8 tiles.
+  SplitProblem capacity{512, 16, 64 * 32, 132, kPow2, 1, true};
+  const SplitChoice short_kv = choose_split_kv(capacity);
+  REQUIRE(short_kv.candidates.size() >= 2);
+  CHECK(short_kv.candidates[1].cost <= short_kv.candidates[0].cost * (1 + model.varying_lengths_slack));
+  CHECK(short_kv.split == 1);
   // Without a second candidate within the slack the minimum stays: one KV tile pair, one split.
   SplitProblem tiny{4, 2, 4, 132, kPow2, 1, true};
   CHECK(choose_split_kv(tiny).split == 1);

@@ -61,7 +61,8 @@ Result<Config> choose_for_row(const Facts& f, const CapabilityRow& row) {
     d.split_kv = sc.split;
     for (const auto& s : sc.candidates) d.split_candidates.push_back({s.split, s.waves, s.cost});
     d.split_reason = sp.lengths_vary
-                         ? fmt::format("per-sequence lengths: the largest split within {:.0f}% of the lowest wave/tile cost",
+                         ? fmt::format("per-sequence lengths: the largest split within {:.0f}% of the lowest wave/tile cost "
+                                       "that saves a full-length sequence's walk at least what it costs",
                                        100 * heuristics::SplitCostModel{}.varying_lengths_slack)
                          : "lowest wave/tile cost";
   }
