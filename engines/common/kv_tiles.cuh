@@ -116,8 +116,10 @@ __device__ __forceinline__ void walk_balanced_slice(const SdpaParams& p, int s, 
 // with K/V pools [pages][page_size][H_kv][D] they read neighbouring 128-byte rows of the same pages (the order
 // batch-major, then head, which gave each CTA its own pairs, made the 8-token paged decode read 1.5x the DRAM bytes for
 // the same L2 traffic, ncu). A pair's tiles that fall to k CTAs are k pieces, piece i in split slot i of
-// the partials (the combine's input). W is at least ceil(max_tiles / (num_splits - 1)), so that no pair has more than
-// num_splits pieces. The grid of per-sequence chunks (kv_tile_range) gives each CTA at most 1 / split of its sequence:
+// the partials (the combine's input). W is at least ceil(max_tiles / (num_splits - 1)), max_tiles the most tiles one
+// pair has, so that no pair has more than num_splits pieces (a pair's nb <= (num_splits - 1) W tiles meet at most
+// num_splits slices). Taken from the tensor's key extent S_kv instead, a plan for a cache's capacity (generate's
+// decode: 64 tiles, 34 of them live) made W 1.3x the even share and ran 1.2x slower than the plan for the lengths. The grid of per-sequence chunks (kv_tile_range) gives each CTA at most 1 / split of its sequence:
 // with lengths 1k-32k at B 64 its CTAs run 1-64 tiles each, a third of them empty, and the last wave's stragglers leave
 // SMs idle (docs/perf-history.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece
 // of this CTA, in order, by every thread that walks (whole warps: every warp of the mma.sync kernel, the first of each
@@ -134,15 +136,18 @@ __device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item
     return max(0, end - begin);
   };
   // Every warp that walks computes the same walk (lanes over 32 batches at a time), so all call item alike.
-  int total = 0;  // one head's tiles over all batches
+  int total = 0, max_tiles = 0;  // one head's tiles over all batches, and the most one batch has
   for (int b0 = 0; b0 < p.B; b0 += 32) {
-    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0;
+    int first = 0, n = b0 + lane < p.B ? tiles_of(b0 + lane, first) : 0, m = n;
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) n += __shfl_xor_sync(0xffffffffu, n, o);
+    for (int o = 16; o > 0; o /= 2) {
+      n += __shfl_xor_sync(0xffffffffu, n, o);
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    }
     total += n;
+    max_tiles = max(max_tiles, m);
   }
   const int slices = max(1, int(gridDim.x) / p.H_kv);
-  const int max_tiles = (p.S_kv + kTileKv - 1) / kTileKv;
   const int W = max(max((total + slices - 1) / slices, (max_tiles + p.num_splits - 2) / max(1, p.num_splits - 1)), 1);
   // Slice s of head h is the work of virtual CTA v = s H_kv + h; CTA c runs v = c, c + gridDim.x, ... (more than
   // one only when the grid has fewer CTAs than there are kv heads; none past slices x H_kv).
