@@ -121,6 +121,20 @@ struct DynamicSlots {
   int index[4];
 };
 
+// Config::kDynamic: the launch index of the CTA's k-th work, once the producer's first thread has taken it. A
+// consumer reads the next work's index this way before its for_each_work loop does, to load that work's Q early
+// (consume_work); the loop's own read and arrival then follow as before (the slot cannot be refilled before every
+// thread of the CTA has arrived on its empty barrier). Safe to wait where this thread holds back none of the
+// producer's loads of the current work: the producer takes index k right after issuing the last loads of work k - 1.
+// The row tiles of a persistent grid's order (Config::kDynamic): launch indices past them end a CTA's work.
+__device__ __forceinline__ int dynamic_work_count(const SdpaParams& p, int tile_q) {
+  return ((p.packed_rows + tile_q - 1) / tile_q) * p.H_kv * p.B;  // below 2^31: layout.h
+}
+__device__ __forceinline__ int launch_of(DynamicSlots& d, int k) {
+  mbar_wait(&d.full[k % 4], unsigned(k / 4) & 1u);
+  return *static_cast<volatile int*>(&d.index[k % 4]);
+}
+
 // Runs run(work) for each piece of this CTA's work, in the role of warpgroup `wg` (0: the producer).
 // piece_lists: [2], the producer's and the consumer's (balanced only); dyn: the slots (Config::kDynamic only).
 template <class Cfg, class Run>
@@ -175,7 +189,7 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
     // thread reads it there: the producer runs ahead of the consumers by up to its ring's stages of K/V, which may
     // span several short row tiles. An index past the grid's last ends the CTA's work.
     DynamicSlots& d = *dyn;
-    const int total = ((p.packed_rows + kTileQ - 1) / kTileQ) * p.H_kv * p.B;  // below 2^31: layout.h
+    const int total = dynamic_work_count(p, kTileQ);
     int base = 0;
     for (int k = 0;; ++k) {
       const int slot = k % 4;
@@ -185,8 +199,7 @@ __device__ __forceinline__ void for_each_work(const SdpaParams& p, const Work& g
         d.index[slot] = int(atomicAdd(p.row_tile_counter, 1u));
         mbar_arrive(&d.full[slot]);
       }
-      mbar_wait(&d.full[slot], ph);
-      const int launch = *static_cast<volatile int*>(&d.index[slot]);
+      const int launch = launch_of(d, k);
       // Every thread arrives (an arrival releases the arriving thread's own read only): one arrival a warp after a
       // __syncwarp left compute-sanitizer's racecheck reporting the slot's next write against the other lanes'
       // reads.
