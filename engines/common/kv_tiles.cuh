@@ -122,8 +122,9 @@ __device__ __forceinline__ void walk_balanced_slice(const SdpaParams& p, int s, 
 // decode: 34 of 64 tiles live) gave split 4 slices of 22 tiles where 12 serve (0.0400 against 0.0388 ms on an H100)
 // and split 2 the whole 64 (0.0650 against 0.0426). The grid of per-sequence chunks (kv_tile_range) gives each CTA at
 // most 1 / split of its sequence: with lengths 1k-32k at B 64 its CTAs run 1-64 tiles each, a third of them empty,
-// and the last wave's stragglers leave SMs idle (docs/perf-history.md, "Paged decode"). item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece
-// of this CTA, in order, by every thread that walks (whole warps: every warp of the mma.sync kernel, the first of each
+// and the last wave's stragglers leave SMs idle (docs/perf-history.md, "Paged decode").
+// item(b, h_kv, piece, kt_begin, kt_end, last_piece) is called for each piece of this CTA, in order, by every thread
+// that walks (whole warps: every warp of the mma.sync kernel, the first of each
 // role in the Hopper one); a pair with no keys is called once, by the CTA of its head whose range holds its position,
 // with piece -1 (its slots are all empty). The caller fills the slots past a pair's last piece.
 template <int kTileQ, int kTileKv, bool kMask, int kFeatures, class Item>

@@ -121,15 +121,16 @@ struct DynamicSlots {
   int index[4];
 };
 
+// The row tiles of a persistent grid's order (Config::kDynamic): launch indices past them end a CTA's work.
+__device__ __forceinline__ int dynamic_work_count(const SdpaParams& p, int tile_q) {
+  return ((p.packed_rows + tile_q - 1) / tile_q) * p.H_kv * p.B;  // below 2^31: layout.h
+}
+
 // Config::kDynamic: the launch index of the CTA's k-th work, once the producer's first thread has taken it. A
 // consumer reads the next work's index this way before its for_each_work loop does, to load that work's Q early
 // (consume_work); the loop's own read and arrival then follow as before (the slot cannot be refilled before every
 // thread of the CTA has arrived on its empty barrier). Safe to wait where this thread holds back none of the
 // producer's loads of the current work: the producer takes index k right after issuing the last loads of work k - 1.
-// The row tiles of a persistent grid's order (Config::kDynamic): launch indices past them end a CTA's work.
-__device__ __forceinline__ int dynamic_work_count(const SdpaParams& p, int tile_q) {
-  return ((p.packed_rows + tile_q - 1) / tile_q) * p.H_kv * p.B;  // below 2^31: layout.h
-}
 __device__ __forceinline__ int launch_of(DynamicSlots& d, int k) {
   mbar_wait(&d.full[k % 4], unsigned(k / 4) & 1u);
   return *static_cast<volatile int*>(&d.index[k % 4]);
