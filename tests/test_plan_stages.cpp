@@ -256,15 +256,17 @@ TEST_CASE("paged K/V: the facts, and decode and prefill on the Hopper engine thr
   CHECK(c->decision.tile == TileShape{64, 128});
   REQUIRE(c->derived.stages.size() == 2);  // attention + combine: decode splits
   CHECK(has(c->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd"));
-  // A split decode over per-sequence lengths runs balanced: a persistent grid (x set from the occupancy when the
-  // plan is loaded; here the planning estimate: two CTAs of one consumer per SM, 132 SMs).
-  CHECK(c->decision.split_kv > 1);
-  CHECK(c->derived.stages[0].persistent);
-  CHECK(has(c->derived.stages[0].spec.name_expression, "balanced, one_consumer>"));
-  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{2 * 132, 1, 1});
+  // A split decode over per-sequence lengths whose chunks the GPU holds at once (B 4 x 8 kv heads x split, at most
+  // two CTAs of one consumer per SM on 132 SMs) runs the grid of per-sequence chunks, cut from the longest sequence.
+  const int64_t split = c->decision.split_kv;
+  CHECK(split > 1);
+  CHECK(4 * 8 * split <= 2 * 132);
+  CHECK_FALSE(c->derived.stages[0].persistent);
+  CHECK(has(c->derived.stages[0].spec.name_expression, "paged, one_consumer>"));
+  CHECK(c->derived.stages[0].grid == std::array<int64_t, 3>{1, 8, 4 * split});
   CHECK_FALSE(c->derived.stages[1].persistent);
   // A BF16 Q over the same FP8 cache runs on the Hopper row for a 16-bit Q over FP8 K/V: on one consumer the FP8
-  // kernel (its 64 x 128 tile) with Q split into two E4M3 terms, balanced as the FP8 decode.
+  // kernel (its 64 x 128 tile) with Q split into two E4M3 terms, on the chunk grid as the FP8 decode.
   {
     json q16 = doc;
     q16["tensors"][0]["dtype"] = "BF16";
@@ -273,23 +275,31 @@ TEST_CASE("paged K/V: the facts, and decode and prefill on the Hopper engine thr
     REQUIRE(cq.ok());
     CHECK(cq->decision.row_id == "sdpa_sm90_q16_fp8kv");
     CHECK(cq->decision.tile == TileShape{64, 128});
-    CHECK(cq->derived.stages[0].persistent);
+    CHECK_FALSE(cq->derived.stages[0].persistent);
     CHECK(has(cq->derived.stages[0].spec.name_expression, "sdpa_sm90_fwd<e4m3, fp32, 128, 128,"));
     CHECK(has(cq->derived.stages[0].spec.name_expression, "q_bf16"));
     CHECK(has(cq->derived.stages[0].spec.name_expression, "kv_fp8"));
     CHECK(has(cq->decision.tile_reason, "a BF16 Q over FP8_E4M3 K/V at D 128 (the FP8 kernel, Q in two E4M3 terms)"));
   }
-  // A cache of more than 32768 KV tiles keeps the chunk grid too (the kernel's walk counts in 32 bits).
+  // A cache of more than 32768 KV tiles keeps the chunk grid even where its chunks take more than a wave (split 16:
+  // 512 CTAs; the kernel's walk counts in 32 bits).
   {
     json long_cache = doc;
     long_cache["tensors"][13]["dims"][1] = 262400;  // page_table [B, max_pages]: 262400 x 16 keys, 32800 KV tiles
     long_cache["tensors"][13].erase("strides");
+    long_cache["op"]["knobs"] = {{"split_kv", 16}};
     Facts fl = facts_of(long_cache);
     REQUIRE(fl.S_kv == 262400 * 16);
     Result<Config> cl = choose(fl, match(fl));
     REQUIRE(cl.ok());
-    CHECK(cl->decision.split_kv > 1);
+    CHECK(cl->decision.split_kv == 16);
     CHECK_FALSE(cl->derived.stages[0].persistent);
+    json short_cache = doc;
+    short_cache["op"]["knobs"] = {{"split_kv", 16}};
+    Facts fs = facts_of(short_cache);
+    Result<Config> cs = choose(fs, match(fs));
+    REQUIRE(cs.ok());
+    CHECK(cs->derived.stages[0].persistent);
   }
   // A paged prefill (S_q 256, 1024 packed rows) runs on the warp-specialized engine, a TMA box per page.
   for (int t : {0, 9}) {
@@ -442,15 +452,23 @@ TEST_CASE("an FP8 multi-token decode of 32 packed rows runs on one consumer warp
   REQUIRE(!c->decision.split_candidates.empty());
   for (const auto& cand : c->decision.split_candidates)
     CHECK(cand.waves == (4 * 8 * int64_t{cand.split} + 2 * 132 - 1) / (2 * 132));
-  // Split over per-sequence lengths, it runs balanced: a persistent grid of two CTAs per SM
-  // (for_each_balanced_item); unsplit, the grid of row tiles x kv heads x batches.
-  Decision split4 = c->decision;
-  split4.split_kv = 4;
-  Result<Derived> balanced = derive(f, split4);
+  // Split over per-sequence lengths into more chunks than the GPU holds at once (4 x 8 x 16 = 512 CTAs, 264 at two
+  // an SM), it runs balanced: a persistent grid of two CTAs per SM (for_each_balanced_item); at split 4 (128 CTAs)
+  // the grid of per-sequence chunks; unsplit, the grid of row tiles x kv heads x batches.
+  Decision split16 = c->decision;
+  split16.split_kv = 16;
+  Result<Derived> balanced = derive(f, split16);
   REQUIRE(balanced.ok());
   CHECK(balanced->stages[0].persistent);
+  CHECK(has(balanced->stages[0].spec.name_expression, "balanced, one_consumer>"));
   CHECK(balanced->stages[0].grid[0] == 2 * 132);
   CHECK(balanced->stages[0].grid[1] == 1);
+  Decision split4 = c->decision;
+  split4.split_kv = 4;
+  Result<Derived> chunks = derive(f, split4);
+  REQUIRE(chunks.ok());
+  CHECK_FALSE(chunks->stages[0].persistent);
+  CHECK(chunks->stages[0].grid == std::array<int64_t, 3>{1, 8, 4 * 4});
   Decision unsplit = c->decision;
   unsplit.split_kv = 1;
   Result<Derived> plain = derive(f, unsplit);

@@ -56,7 +56,7 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   const BatchExtent ext = batch_extent<kFeatures>(p, b);
   int kt_begin = kt_lo, kt_end = kt_hi;
   if (kt_lo < 0)
-    kv_tile_range<kTileQ, kTileKv, C::kMask, C::kSplit, C::kPadding>(p, ext, row0, split, kt_begin, kt_end);
+    kv_tile_range<kTileQ, kTileKv, C::kMask, C::kSplit, C::kPadding>(p, ext, row0, split, p.S_kv, kt_begin, kt_end);
   if constexpr (C::kSplit) {
     if (kt_begin >= kt_end) {
       write_empty_chunk_lse<kTileQ, C::kRaggedQ>(p, ext, b, split, h_kv, row0, tid, kThreads);

@@ -261,13 +261,18 @@ class SdpaSm90 final : public Engine {
     rt.tile = d.tile;
     rt.consumer_warpgroups = n_consumers;
     const TileGeometry g = geometry(f, rt);
-    // A one-consumer split decode over per-sequence lengths (one row tile per pair) runs balanced, as the mma.sync
-    // engine's (engines/sdpa_mma/engine.cpp): a persistent grid of as many CTAs as the GPU holds at once sharing
-    // all pairs' KV tiles evenly (common/attention.cuh, for_each_balanced_item), where the grid of per-sequence
-    // chunks leaves the last wave to the longest sequences' chunks. Measured on the H200: the 8-token paged decode
-    // 0.7825 -> 0.7601 ms.
-    const bool balanced =
-        d.split_kv > 1 && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && balanced_walk_fits(f, g);
+    // A one-consumer split decode over per-sequence lengths (one row tile per pair) whose chunk grid takes more
+    // than one wave runs balanced, as the mma.sync engine's (engines/sdpa_mma/engine.cpp): a persistent grid of as
+    // many CTAs as the GPU holds at once sharing all pairs' KV tiles evenly (common/kv_tiles.cuh,
+    // for_each_balanced_item), where the grid of per-sequence chunks leaves the last wave to the longest sequences'
+    // chunks. Measured on the H200: the 8-token paged decode (B64, 4096 CTAs of chunks) 0.7825 -> 0.7601 ms. A chunk
+    // grid the GPU holds at once gives each CTA one piece of at most ceil(longest / split) tiles (cut from the
+    // batch's longest sequence, kv_tile_range), where the walk's pieces hold up to ceil(longest / (split - 1)) and
+    // cross sequences: generate's B8 decode step on its capacity plan (256 CTAs at split 4) ran 0.0360 ms against
+    // the walk's 0.0384 (H100, docs/perf-history.md, "the chunk grid cut from the longest sequence").
+    const bool one_wave = f.B * f.H_kv * d.split_kv <= g.ctas_per_sm * f.device.sm_count;
+    const bool balanced = d.split_kv > 1 && n_consumers == 1 && f.mask.padding && g.q_tiles == 1 && !one_wave &&
+                          balanced_walk_fits(f, g);
     Derived out = sdpa_derived(f, row, g, d);
     out.smem_bytes = smem_of(f, n_consumers, split).total;
     const KernelSpec spec{

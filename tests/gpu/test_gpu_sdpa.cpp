@@ -1457,7 +1457,7 @@ TEST_CASE("MXFP8 inputs with scales 2^-2 .. 2^2, element by element", "[gpu][mx_
 // partials in the rank's slots, the all-gather in place with the caller's communicator, the combine over world x
 // split slots. At split 4 the single-GPU plan launches the same kernels over the same slots, so O and Stats must be
 // the same bytes; at split 1 the context-parallel plan writes one partial and combines it (a path no single-GPU plan
-// takes): checked against the CPU reference. Dense and paged decode (the paged one on the balanced walk at split 4).
+// takes): checked against the CPU reference. Dense and paged decode (the paged one on the grid of per-sequence chunks at split 4).
 TEST_CASE("context parallel at world size 1 through NCCL equals the single-GPU plan", "[gpu][cp]") {
   INFO(nccl::load_status().to_string() << " (tools/device/gpu_check.sh sets RIME_NCCL_LIBRARY)");
   REQUIRE(nccl::api());
