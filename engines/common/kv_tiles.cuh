@@ -10,7 +10,7 @@ namespace rime_dev {
 // rows' unmasked keys, and under split this split's chunk of them (SPEC section 3: near-equal chunks, the
 // remainder to the leading splits; a chunk past the end is empty).
 // With per-sequence lengths (kPerSequence) the chunks are cut from `split_keys` keys, the batch's longest sequence
-// (longest_kv_limit) or the tensor's key extent S_kv, instead of this sequence's own length, then clipped to it:
+// (longest_kv_limit, both engines' split grids), instead of this sequence's own length, then clipped to it:
 // every chunk of every sequence holds at most the same number of tiles, and a short sequence's trailing chunks are
 // empty. Cut from each sequence's own length, one 32k sequence among 1k ones ran as many CTAs as each short one,
 // each 32 times longer: the batch ran at the speed of its longest sequence (docs/serving.md, "Split balancing").
