@@ -6,19 +6,36 @@
 
 namespace rime_dev {
 
+// The most keys a sequence of the batch has (its largest kv_limit), in every lane of the calling warp, which must
+// be converged: lanes over 32 batches at a time, then a shuffle reduction.
+template <int kFeatures>
+__device__ __forceinline__ int longest_kv_limit(const SdpaParams& p) {
+  const int lane = threadIdx.x % 32;
+  int longest = 0;
+  for (int b0 = 0; b0 < p.B; b0 += 32)
+    if (b0 + lane < p.B) longest = max(longest, batch_extent<kFeatures>(p, b0 + lane).kv_limit);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) longest = max(longest, __shfl_xor_sync(0xffffffffu, longest, o));
+  return longest;
+}
+
 // The KV tiles [begin, end) that the row tile of packed rows [row0, row0 + kTileQ) visits: the union of its
-// rows' unmasked keys, and under split this split's chunk of them (SPEC section 3: near-equal chunks, the
-// remainder to the leading splits; a chunk past the end is empty).
-// With per-sequence lengths (kPerSequence) the chunks are cut from `split_keys` keys, the batch's longest sequence
-// (longest_kv_limit, both engines' split grids), instead of this sequence's own length, then clipped to it:
-// every chunk of every sequence holds at most the same number of tiles, and a short sequence's trailing chunks are
-// empty. Cut from each sequence's own length, one 32k sequence among 1k ones ran as many CTAs as each short one,
-// each 32 times longer: the batch ran at the speed of its longest sequence (docs/serving.md, "Split balancing").
-// Cut from S_kv, a plan for a cache's capacity (generate's B8 decode step, 2176 keys live of 4096, split 4) gave a
-// sequence's four chunks 16, 16, 2 and 0 of its 34 tiles where the longest sequence's cut gives 9, 9, 8 and 8.
-template <int kTileQ, int kTileKv, bool kMask, bool kSplit, bool kPerSequence>
+// rows' unmasked keys, and under split (both engines' chunk grids; the balanced walk cuts its own pieces) this
+// split's chunk of them (SPEC section 3: near-equal chunks, the remainder to the leading splits; a chunk past the
+// end is empty). Under split with per-sequence lengths every lane of the calling warp must be converged.
+// With per-sequence lengths the chunks are cut from the batch's longest sequence (longest_kv_limit) instead of this
+// sequence's own length, then clipped to it: every chunk of every sequence holds at most the same number of tiles,
+// and a short sequence's trailing chunks are empty. Cut from each sequence's own length, one 32k sequence among 1k
+// ones ran as many CTAs as each short one, each 32 times longer: the batch ran at the speed of its longest sequence
+// (docs/serving.md, "Split balancing"). Cut from S_kv, a plan for a cache's capacity (generate's B8 decode step,
+// 2176 keys live of 4096, split 4) gave a sequence's four chunks 16, 16, 2 and 0 of its 34 tiles where the longest
+// sequence's cut gives 9, 9, 8 and 8.
+template <int kTileQ, int kTileKv, bool kMask, bool kSplit, int kFeatures>
 __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchExtent& e, int row0, int split,
-                                              int split_keys, int& begin, int& end) {
+                                              int& begin, int& end) {
+  constexpr bool kPerSequence = (kFeatures & RIME_F_PADDING) != 0;
+  int longest = 0;
+  if constexpr (kSplit && kPerSequence) longest = longest_kv_limit<kFeatures>(p);
   int tile_lo = 0, tile_hi = 0;
   const int last = min(row0 + kTileQ, p.packed_rows) - 1;
   // With per-sequence lengths, rows at or past the sequence's own seq_q are outside it (never written, or written
@@ -39,7 +56,7 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
   begin = tile_lo;
   end = tile_hi;
   if (kSplit) {
-    const int grid_hi = kPerSequence ? max(tile_hi, (split_keys + kTileKv - 1) / kTileKv) : tile_hi;
+    const int grid_hi = kPerSequence ? max(tile_hi, (longest + kTileKv - 1) / kTileKv) : tile_hi;
     const int n = grid_hi - tile_lo, per = n / p.num_splits, rem = n % p.num_splits;
     begin = tile_lo + split * per + min(split, rem);
     end = begin + per + (split < rem ? 1 : 0);
@@ -48,19 +65,6 @@ __device__ __forceinline__ void kv_tile_range(const SdpaParams& p, const BatchEx
       begin = min(begin, end);
     }
   }
-}
-
-// The most keys a sequence of the batch has (its largest kv_limit), in every lane of the calling warp, which must
-// be converged: lanes over 32 batches at a time, then a shuffle reduction.
-template <int kFeatures>
-__device__ __forceinline__ int longest_kv_limit(const SdpaParams& p) {
-  const int lane = threadIdx.x % 32;
-  int longest = 0;
-  for (int b0 = 0; b0 < p.B; b0 += 32)
-    if (b0 + lane < p.B) longest = max(longest, batch_extent<kFeatures>(p, b0 + lane).kv_limit);
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) longest = max(longest, __shfl_xor_sync(0xffffffffu, longest, o));
-  return longest;
 }
 
 // Row i of q head h, batch b, in split `split`'s fp32 partials ([split][B][H_q][S_q], as the combine reads them).
@@ -148,7 +152,7 @@ __device__ __forceinline__ void for_each_balanced_item(const SdpaParams& p, Item
   auto tiles_of = [&](int b, int& first) {
     const BatchExtent e = batch_extent<kFeatures>(p, b);
     int begin, end;
-    kv_tile_range<kTileQ, kTileKv, kMask, false, true>(p, e, 0, 0, p.S_kv, begin, end);
+    kv_tile_range<kTileQ, kTileKv, kMask, false, kFeatures>(p, e, 0, 0, begin, end);
     first = begin;
     return max(0, end - begin);
   };

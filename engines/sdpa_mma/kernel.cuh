@@ -56,11 +56,7 @@ __device__ __forceinline__ void sdpa_mma_tile(const SdpaParams& p, u8* smem, int
   const BatchExtent ext = batch_extent<kFeatures>(p, b);
   int kt_begin = kt_lo, kt_end = kt_hi;
   if (kt_lo < 0) {  // the grid's chunk (kt_lo < 0 for every thread of the CTA: all of them converged here)
-    // Split chunks over per-sequence lengths are cut from the batch's longest sequence (kv_tile_range).
-    int split_keys = p.S_kv;
-    if constexpr (C::kSplit && C::kPadding) split_keys = longest_kv_limit<kFeatures>(p);
-    kv_tile_range<kTileQ, kTileKv, C::kMask, C::kSplit, C::kPadding>(p, ext, row0, split, split_keys, kt_begin,
-                                                                     kt_end);
+    kv_tile_range<kTileQ, kTileKv, C::kMask, C::kSplit, kFeatures>(p, ext, row0, split, kt_begin, kt_end);
   }
   if constexpr (C::kSplit) {
     if (kt_begin >= kt_end) {

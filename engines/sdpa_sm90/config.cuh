@@ -77,7 +77,13 @@ struct Config {
   // for K and for V^T. So there the first warp only issues loads and the other three transpose, and the raw V
   // stage's release is a barrier of its own (v_empty: the three warps' threads arrive once they have read it).
   // Widened FP8 K/V (kWidenKv) take the issuing warp paged or not: producer.cuh says why.
-  static constexpr bool kIssuerWarp = (kFp8 && (kFeatures & RIME_F_PAGED) != 0) || kWidenKv;
+  // One-consumer 16-bit kernels over per-sequence lengths take it too: there V reaches the consumer through the
+  // producer's pv_full (after zeroing the rows past the length), and with the first thread issuing as well, V_j's
+  // readiness waited for its issue of tile j + kStages - 1, which waits for the consumer's release of V_(j-1).
+  // B8 decode over lengths (2176 keys, split 1, H100): 0.0346-0.0360 against 0.0371-0.0387 ms, the plain kernel's
+  // time; the kernels that ran as fast stayed within 1% (docs/perf-history.md, "The padded decode's issuing warp").
+  static constexpr bool kIssuerWarp =
+      (kFp8 && (kFeatures & RIME_F_PAGED) != 0) || kWidenKv || (!kFp8 && kPadding && kC == 1);
   static constexpr int kTransposeThreads = kIssuerWarp ? 96 : 128;
   // 16-bit V with no rows to zero (no per-batch padding) is read as the TMA left it: the consumers wait for the
   // load itself. Routing it through the producer's pv_full made V_j's readiness wait for the producer's issue of

@@ -360,7 +360,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   if constexpr (kC == 3) {
     const int c0 = row0 + cw * 64;
     int lo_c, hi_c;
-    kv_tile_range<64, kN, kMask, false, kPadding>(p, ext, c0, 0, p.S_kv, lo_c, hi_c);
+    kv_tile_range<64, kN, kMask, false, kFeatures>(p, ext, c0, 0, lo_c, hi_c);
     n_live = c0 < p.packed_rows && c0 + 64 > 0 ? min(max(hi_c - kt_begin, 0), n_tiles) : 0;
   }
   // Consumer 0 goes first (one consumer takes no turns). Three consumers open the ring whether or not their last

@@ -110,7 +110,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
               tma_load_4d(stage + c * kN * row + (q << box_log2) * row, map, c * (row / kKvEB), slot, h_kv, page, bar);
           }
         }
-      } else if (!kWidenKv || issuer) {  // the issuing warp of widened K/V runs this whole; its first thread issues
+      } else if (!kIssuerWarp || issuer) {  // an issuing warp runs this whole; its first thread issues
 #pragma unroll
         for (int c = 0; c < subs; ++c)
           tma_load_4d(stage + c * kN * row, map, c * (row / kKvEB), key0, h_kv, kv_b, bar);
@@ -133,10 +133,11 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
       for (int j = 0; j < n_tiles; ++j) issue(j);
     return;
   }
-  // Paged FP8 and widened K/V (kIssuerWarp): the first warp issues every tile's loads as soon as its stages are
-  // free (k_empty, v_empty; widened: k_empty, pv_empty), and the other three transpose or widen each tile as it
-  // lands. Otherwise the issuing thread also transposes: it keeps the loads kStages - 1 tiles ahead of its
-  // transpose (the raw V stage a load overwrites is that of the tile transposed in the previous iteration).
+  // Paged FP8, widened K/V and one-consumer 16-bit over lengths (kIssuerWarp, config.cuh): the first warp issues
+  // every tile's loads as soon as its stages are free (k_empty, v_empty; 16-bit: k_empty, pv_empty), and the other
+  // three transpose, widen or zero each tile as it lands. Otherwise the issuing thread also transposes: it keeps the
+  // loads kStages - 1 tiles ahead of its transpose (the raw V stage a load overwrites is that of the tile
+  // transposed in the previous iteration).
   // Widened K/V need the issuing warp: the load of V(j + 1) waits for the consumers' P(j - 1).V, which follows
   // their Q.K(j)^T, which waits for K(j)'s widening, so a thread that both issued and widened would wait on itself.
   // The whole warp walks the issue loop (paged: page ids by lane; dense: the first thread issues), so that it
@@ -183,7 +184,7 @@ __device__ __forceinline__ void produce_work(const SdpaSm90Params& params, const
     } else if (kPadding && kv_end < kN) {
       // Rows of V past the batch's valid length hold the caller's data (seq_len_kv < S_kv): zero them.
       u8* tile = sV + s * kSmem.v_stage_bytes;
-      for (int e = ptid * 16; e < kSubsV * kN * kRowV; e += 128 * 16) {
+      for (int e = (ptid - kFirstTransposer) * 16; e < kSubsV * kN * kRowV; e += kTransposeThreads * 16) {
         const int key = (e % (kN * kRowV)) / kRowV;
         if (key >= kv_end) *reinterpret_cast<uint4*>(tile + e) = make_uint4(0, 0, 0, 0);
       }

@@ -91,12 +91,10 @@ __device__ __forceinline__ Work grid_work_of(const SdpaParams& p, int launch = -
         row0 -= grid_pad;
       }
     }
-    // Split chunks over per-sequence lengths are cut from the batch's longest sequence (kv_tile_range). Every
-    // thread computes it here, converged: this is the kernel's first statement (split grids are never dynamic).
-    int split_keys = p.S_kv;
-    if constexpr (kSplit && kPadding) split_keys = longest_kv_limit<kFeatures>(p);
+    // Every thread is converged here (kv_tile_range): this is the kernel's first statement (split grids are
+    // never dynamic).
     int kt_begin, kt_end;
-    kv_tile_range<kTileQ, kN, kMask, kSplit, kPadding>(p, ext, row0, split, split_keys, kt_begin, kt_end);
+    kv_tile_range<kTileQ, kN, kMask, kSplit, kFeatures>(p, ext, row0, split, kt_begin, kt_end);
     return Work{b, h_kv, split, q_tile, row0, kt_begin, kt_end - kt_begin, 0, ext};
   }
 }
