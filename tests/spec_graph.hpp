@@ -24,10 +24,14 @@ struct SpecCase {
   bool amax_s = false;    // with features: Amax_S too (it makes split ineligible)
   bool starts = false;    // with features: per-sequence starts on both sides (seq_start_q / seq_start_kv)
   bool softcap = false;   // logit soft-capping (logit_softcap 30)
+  QQuantization q_quantization = QQuantization::None;  // a 16-bit Q's rounding (the row's own)
   int64_t B = 2, H_q = 4, H_kv = 2, S_q = 128, S_kv = 384;
 
   std::string describe() const {
-    return fmt::format("{} {}{} D {}/{} -> {}{}{}{}", to_string(op), q ? fmt::format("Q {} over ", to_string(*q)) : "",
+    return fmt::format("{} {}{} D {}/{} -> {}{}{}{}", to_string(op),
+                       q ? fmt::format("Q {}{} over ", to_string(*q),
+                                       q_quantization != QQuantization::None ? " rounded to E4M3 per row" : "")
+                         : "",
                        to_string(in), d_qk, d_v, o_format, features ? " with every feature" : "",
                        starts ? " and starts" : "", softcap ? ", soft-capped" : "");
   }
@@ -49,6 +53,7 @@ inline Graph spec_graph(const SpecCase& c) {
   std::optional<int64_t> sink, lq, lkv, stats, sf_o, start_q, start_kv;
   SdpaAttributes a;
   if (c.softcap) a.logit_softcap = 30.0f;
+  a.q_quantization = c.q_quantization;
   if (c.features) {
     sink = add("sink", {1, c.H_q, 1, 1}, DataType::FP32);
     lq = add("seq_len_q", {c.B}, DataType::INT32);

@@ -119,6 +119,7 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
           c.op = row.ops.front();
           c.in = in;
           c.q = q16_of(row, in);
+          c.q_quantization = row.q_quantization;
           c.d_qk = d_qk;
           c.d_v = d_v;
           c.o_format = row.o_formats.front();
@@ -164,6 +165,7 @@ std::vector<KernelSpec> derived_specializations(const DeviceDesc& device, bool s
       c.op = row.ops.front();
       c.in = row.input_dtypes.front();
       c.q = q16_of(row, c.in);
+      c.q_quantization = row.q_quantization;
       c.d_qk = row.head_dims.front().first;
       c.d_v = row.head_dims.front().second;
       c.o_format = o;

@@ -40,15 +40,17 @@ bool has(const std::string& s, const std::string& sub) { return s.find(sub) != s
 
 TEST_CASE("every row parses and every example has a verdict per attention row", "[rows]") {
   const auto& rows = capability_rows();
-  REQUIRE(rows.size() == 7);
+  REQUIRE(rows.size() == 8);
   for (const char* name : {"fp8_prefill", "fp8_decode_gqa", "bf16_causal_sink", "fp16_window_padding",
                            "fp8_nvfp4_o_planes", "fp8_mxfp8_o_token_major", "mxfp8_inputs"}) {
     Facts f = facts_of(example_json(name));
-    CHECK(match(f).size() == 6);  // the combine row is matched only for split plans
+    CHECK(match(f).size() == 7);  // the combine row is matched only for split plans
   }
   CHECK_FALSE(parse_capability_row("{\"id\": 3}").ok());
   // q16_over_fp8_kv: true, false or "only"; "only" declines an FP8 Q with the reason.
-  const auto only = std::find_if(rows.begin(), rows.end(), [](const CapabilityRow& r) { return r.only_q16_over_fp8_kv; });
+  const auto only = std::find_if(rows.begin(), rows.end(), [](const CapabilityRow& r) {
+    return r.only_q16_over_fp8_kv && r.q_quantization == QQuantization::None;
+  });
   REQUIRE(only != rows.end());
   CHECK(only->id == "sdpa_sm90_q16_fp8kv");
   const RowVerdict v = match_row(*only, facts_of(example_json("fp8_decode_gqa")));

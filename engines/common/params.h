@@ -41,6 +41,9 @@
 #define RIME_F_STARTS 65536
 // Logit soft-capping (SPEC section 2): each scaled score s becomes logit_softcap * tanh(s / logit_softcap).
 #define RIME_F_SOFTCAP 131072
+// With RIME_F_KV_FP8 on the FP8 kernel: Q rounded to E4M3 on a power-of-two scale per row, one term
+// (q_quantization e4m3_per_row), where the exact form carries a second term.
+#define RIME_F_Q_E4M3_ROWS 262144
 
 #ifdef __cplusplus
 // The spellings of those codes in kernel names: a plan's kernel reads
@@ -57,7 +60,7 @@ enum : int {
   split = RIME_F_SPLIT, padding = RIME_F_PADDING, mask = RIME_F_MASK, scale_o = RIME_F_SCALE_O,
   mx_inputs = RIME_F_MX_INPUTS, paged = RIME_F_PAGED, ragged_q = RIME_F_RAGGED_Q, ragged_kv = RIME_F_RAGGED_KV,
   kv_fp8 = RIME_F_KV_FP8, kv_e5m2 = RIME_F_KV_E5M2, q_bf16 = RIME_F_Q_BF16, balanced = RIME_F_BALANCED,
-  starts = RIME_F_STARTS, softcap = RIME_F_SOFTCAP
+  starts = RIME_F_STARTS, softcap = RIME_F_SOFTCAP, q_e4m3_rows = RIME_F_Q_E4M3_ROWS
 };
 enum : int { one_consumer = 1, two_consumers = 2, three_consumers = 3 };
 }  // namespace rime_names

@@ -41,7 +41,8 @@ std::string kernel_feature_names(int features) {
       {RIME_F_MASK, "mask"},         {RIME_F_SCALE_O, "scale_o"},     {RIME_F_MX_INPUTS, "mx_inputs"},
       {RIME_F_PAGED, "paged"},       {RIME_F_RAGGED_Q, "ragged_q"},   {RIME_F_RAGGED_KV, "ragged_kv"},
       {RIME_F_KV_FP8, "kv_fp8"},     {RIME_F_KV_E5M2, "kv_e5m2"},     {RIME_F_Q_BF16, "q_bf16"},
-      {RIME_F_BALANCED, "balanced"}, {RIME_F_STARTS, "starts"},     {RIME_F_SOFTCAP, "softcap"}};
+      {RIME_F_BALANCED, "balanced"}, {RIME_F_STARTS, "starts"},     {RIME_F_SOFTCAP, "softcap"},
+      {RIME_F_Q_E4M3_ROWS, "q_e4m3_rows"}};
   std::string out;
   int named = 0;
   for (const auto& [bit, name] : kNames)
@@ -89,6 +90,7 @@ int sdpa_features(const Facts& f, bool split) {
     bits |= RIME_F_KV_FP8;
     if (f.k().dtype == DataType::FP8_E5M2) bits |= RIME_F_KV_E5M2;
     if (f.q().dtype == DataType::BF16) bits |= RIME_F_Q_BF16;
+    if (f.q_quantization == QQuantization::E4M3PerRow) bits |= RIME_F_Q_E4M3_ROWS;
   }
   return bits;
 }

@@ -29,11 +29,15 @@ struct Config {
   //    copy on the H200 where the FP8 kernel reaches 0.92x; the widened prefill ran 347 TFLOP/s on B4 S4096 causal
   //    where the FP8 Q graph ran 733 (docs/perf-history.md, "Measured: a 16-bit Q over FP8 K/V on the Hopper
   //    engine").
+  //  - kQRounded (q_quantization e4m3_per_row): the kQSplit form with hi alone, Q rounded to E4M3 per row as its
+  //    graph asks; no register beyond the FP8 Q kernel's, so it runs that kernel's tiles.
   static constexpr bool kKvFp8 = (kFeatures & RIME_F_KV_FP8) != 0;
   static constexpr bool kWidenKv = kKvFp8 && !kFp8;
-  static constexpr bool kQSplit = kKvFp8 && kFp8;
+  static constexpr bool kQ16 = kKvFp8 && kFp8;  // a 16-bit Q on the FP8 kernel, put into E4M3 by its consumers
+  static constexpr bool kQRounded = kQ16 && (kFeatures & RIME_F_Q_E4M3_ROWS) != 0;
+  static constexpr bool kQSplit = kQ16 && !kQRounded;
   static constexpr bool kKvE5m2 = (kFeatures & RIME_F_KV_E5M2) != 0;
-  static constexpr int kQType = !kQSplit ? kIn : (kFeatures & RIME_F_Q_BF16) != 0 ? RIME_T_BF16 : RIME_T_FP16;
+  static constexpr int kQType = !kQ16 ? kIn : (kFeatures & RIME_F_Q_BF16) != 0 ? RIME_T_BF16 : RIME_T_FP16;
   static_assert(!kQSplit || rime_sm90::q_split_fits(kDqk, kC), "Q in two E4M3 terms: see q_split_fits");
   static_assert(kC == 1 || kC == 2 || (kC == 3 && rime_sm90::three_consumers_fit(kDqk, kDv)), "consumer warpgroups");
   static constexpr int kTileQ = rime_sm90::tile_q(kC);

@@ -69,16 +69,19 @@ __device__ __forceinline__ void wait_q(int cw) {
   named_sync(Cfg::kOwnBar + cw, 128);
 }
 
-// A 16-bit Q over FP8 K/V on the FP8 kernel (Config::kQSplit): this warpgroup's 64 Q rows, each on a power-of-two
+// A 16-bit Q over FP8 K/V on the FP8 kernel (Config::kQ16): this warpgroup's 64 Q rows, each on a power-of-two
 // scale 2^e (its largest magnitude times 2^e in (224, 448]), split into two E4M3 terms: hi = e4m3(q 2^e) into
 // shared memory as an FP8 Q lands, lo = e4m3(q 2^e - hi) into registers as the A fragments of Q.K^T's k steps
 // (q_lo[step]: rows g and g + 8 of the thread's warp, positions 4t .. 4t + 3 and 16 + 4t .. 19 + 4t of the step,
 // the layout pack_p_fp8 writes). hi + lo holds q 2^e to about 2^-8 of its magnitude (each E4M3 term keeps 4
 // significant bits), where one term would keep 2^-4. row_factor: 2^-e of the thread's two rows, which their
 // scores take back. A thread reads exactly the values of its own fragments, so a row's scale is a quad's max.
+// Config::kQRounded (q_quantization e4m3_per_row): hi alone, the rounding the graph asks for (the CPU reference
+// rounds each row the same way); q_lo is not written.
 template <class Cfg>
 __device__ __forceinline__ void load_q_split(const SdpaParams& p, const Work& w, u8* sQw, int cw, int ctid,
-                                             u32 (&q_lo)[Cfg::kKSteps][4], float (&row_factor)[2]) {
+                                             u32 (&q_lo)[Cfg::kQSplit ? Cfg::kKSteps : 1][4],
+                                             float (&row_factor)[2]) {
   constexpr int kKSteps = Cfg::kKSteps, kRow = Cfg::kRow, kQType = Cfg::kQType;
   const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
   auto value = [](u32 pair, int half) {  // one of the two 16-bit values of a pair, exactly
@@ -87,24 +90,34 @@ __device__ __forceinline__ void load_q_split(const SdpaParams& p, const Work& w,
     asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(static_cast<u16>(half ? pair >> 16 : pair & 0xFFFFu)));
     return f;
   };
-  u32 raw[2][kKSteps][2][2];  // [row g, g + 8][k step][positions 4t.. / 16 + 4t..][two pairs of values]
+  // [row g, g + 8][k step][positions 4t.. / 16 + 4t..][two pairs of values], held between the two passes for the
+  // split; the rounded Q reads its values again instead (in L1): holding them, 32 registers at D 128, the
+  // three-consumer causal kernel spilled 88 bytes, reading again 44 (ptxas 13.0; the FP8 Q's kernel spills 12).
+  constexpr bool kHold = Cfg::kQSplit;
+  u32 raw[kHold ? 2 : 1][kHold ? kKSteps : 1][2][2];
+  auto row_src = [&](int r, bool& ok) {
+    return static_cast<const u8*>(p.q) +
+           q_row_offset<Cfg>(p, w.ext, w.b, w.h_kv, w.row0 + cw * 64 + warp * 16 + g + 8 * r, ok) * 2;
+  };
   float amax[2] = {0.f, 0.f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     bool ok;
-    const u8* src = static_cast<const u8*>(p.q) +
-                    q_row_offset<Cfg>(p, w.ext, w.b, w.h_kv, w.row0 + cw * 64 + warp * 16 + g + 8 * r, ok) * 2;
+    const u8* src = row_src(r, ok);
 #pragma unroll
     for (int step = 0; step < kKSteps; ++step)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const uint2 v = ok ? *reinterpret_cast<const uint2*>(src + (32 * step + 16 * half + 4 * t) * 2) : make_uint2(0, 0);
-        raw[r][step][half][0] = v.x;
-        raw[r][step][half][1] = v.y;
+        if constexpr (kHold) {
+          raw[r][step][half][0] = v.x;
+          raw[r][step][half][1] = v.y;
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) amax[r] = fmaxf(amax[r], fabsf(value(e < 2 ? v.x : v.y, e % 2)));
       }
   }
+  if constexpr (!kHold) asm volatile("" ::: "memory");  // the second pass loads again, not the first's values
   float mul[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -120,25 +133,35 @@ __device__ __forceinline__ void load_q_split(const SdpaParams& p, const Work& w,
     row_factor[r] = __int_as_float((127 - e) << 23);
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < 2; ++r) {
+    [[maybe_unused]] bool ok = false;
+    [[maybe_unused]] const u8* src = nullptr;
+    if constexpr (!kHold) src = row_src(r, ok);
 #pragma unroll
     for (int step = 0; step < kKSteps; ++step)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         u32 hi = 0, lo = 0;
+        [[maybe_unused]] uint2 v;
+        if constexpr (!kHold)
+          v = ok ? *reinterpret_cast<const uint2*>(src + (32 * step + 16 * half + 4 * t) * 2) : make_uint2(0, 0);
 #pragma unroll
         for (int pr = 0; pr < 2; ++pr) {
-          const float x0 = value(raw[r][step][half][pr], 0) * mul[r], x1 = value(raw[r][step][half][pr], 1) * mul[r];
+          u32 pair;
+          if constexpr (kHold) pair = raw[r][step][half][pr];
+          else pair = pr ? v.y : v.x;
+          const float x0 = value(pair, 0) * mul[r], x1 = value(pair, 1) * mul[r];
           const u16 h = pack2_fp8<RIME_T_E4M3>(x0, x1);
           float h0, h1;
           unpack2_e4m3(h, h0, h1);
           hi |= u32(h) << (16 * pr);
-          lo |= u32(pack2_fp8<RIME_T_E4M3>(x0 - h0, x1 - h1)) << (16 * pr);
+          if constexpr (Cfg::kQSplit) lo |= u32(pack2_fp8<RIME_T_E4M3>(x0 - h0, x1 - h1)) << (16 * pr);
         }
         const int row = warp * 16 + g + 8 * r, byte = 32 * step + 16 * half + 4 * t;
         *reinterpret_cast<u32*>(sQw + (byte / kRow) * (64 * kRow) + swz<kRow>(row, byte % kRow)) = hi;
-        q_lo[step][2 * half + r] = lo;
+        if constexpr (Cfg::kQSplit) q_lo[step][2 * half + r] = lo;
       }
+  }
   fence_proxy_async_shared();  // generic-proxy writes, then the wgmmas' reads
   named_sync(Cfg::kOwnBar + cw, 128);
 }
@@ -178,10 +201,10 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   auto phase_of = [&](int j) {
     return kUnsignedRing ? unsigned(w.base + j) / kStages & 1u : unsigned((w.base + j) / kStages) & 1u;
   };
-  constexpr bool kQSplit = Cfg::kQSplit;
+  constexpr bool kQ16 = Cfg::kQ16, kQSplit = Cfg::kQSplit;
   u32 q_lo[kQSplit ? kKSteps : 1][4];  // kQSplit: Q's second E4M3 term, as A fragments (load_q_split)
   float q_row_factor[2] = {1.f, 1.f};
-  if constexpr (kQSplit) {
+  if constexpr (kQ16) {
     load_q_split<Cfg>(p, w, sQw, cw, ctid, q_lo, q_row_factor);
   } else {
     if (!q_issued) issue_q<Cfg>(p, w, sQw, cw, ctid);
@@ -253,7 +276,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
       if constexpr (kDescFromPointers)
         wgmma_qk<kIn, kN>(s, desc_k_major<kRow>(sQw + q_off),
                           desc_k_major<kRow>(sK + stage_of(j) * kSmem.k_stage_bytes + k_off), kk);
-      else if constexpr (kQSplit)
+      else if constexpr (kQ16)
         wgmma_qk_hi<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
       else
         wgmma_qk<kIn, kN>(s, q_desc + u64(q_off >> 4), k_stage + u64(k_off >> 4), kk);
@@ -293,7 +316,7 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
   auto softmax = [&](int j, float (&alpha)[2]) {
     const int key0 = (kt_begin + j) * kN;
-    if constexpr (kQSplit) {  // the rows' scores off Q's power-of-two scales
+    if constexpr (kQ16) {  // the rows' scores off Q's power-of-two scales
 #pragma unroll
       for (int n = 0; n < kNT; ++n) {
         s[n][0] *= q_row_factor[0];

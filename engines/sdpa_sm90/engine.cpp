@@ -20,20 +20,27 @@ namespace {
 // sdpa_sm90_q16_fp8kv), which runs the FP8 kernel with Q split into two E4M3 terms (config.cuh, kQSplit) where
 // layout.h's q_split_fits says Q's second term fits the registers, and elsewhere the 16-bit kernel, its K and V
 // widened in the kernel (widen.cuh).
+// A 16-bit Q rounded to E4M3 per row (q_quantization e4m3_per_row, row sdpa_sm90_q16_fp8kv_e4m3q) always runs the
+// FP8 kernel: its one term takes no registers past the FP8 Q's.
 bool fp8_q(const Facts& f) { return f.is_fp8 && !f.q16_over_fp8_kv(); }
+bool q_rounded(const Facts& f) { return f.q16_over_fp8_kv() && f.q_quantization == QQuantization::E4M3PerRow; }
 bool fp8_kernel(const Facts& f, int n_consumers) {
-  return fp8_q(f) || (f.q16_over_fp8_kv() && rime_sm90::q_split_fits(static_cast<int>(f.D_qk), n_consumers));
+  return fp8_q(f) || q_rounded(f) ||
+         (f.q16_over_fp8_kv() && rime_sm90::q_split_fits(static_cast<int>(f.D_qk), n_consumers));
 }
 int elem_bytes(const Facts& f, int n_consumers) { return fp8_kernel(f, n_consumers) ? 1 : 2; }
 // The FP8 kernel with a 16-bit Q in two E4M3 terms (config.cuh, kQSplit).
-bool q_split(const Facts& f, int n_consumers) { return f.q16_over_fp8_kv() && fp8_kernel(f, n_consumers); }
+bool q_split(const Facts& f, int n_consumers) {
+  return f.q16_over_fp8_kv() && !q_rounded(f) && fp8_kernel(f, n_consumers);
+}
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The inputs and head dim, for the tile's explanation; a 16-bit Q over FP8 K/V also says which of its two kernels
 // runs on n consumers.
 std::string inputs_of(const Facts& f, int n_consumers) {
   if (!f.q16_over_fp8_kv()) return fmt::format("{} D {}", to_string(f.q().dtype), f.D_qk);
   return fmt::format("a {} Q over {} K/V at D {} ({})", to_string(f.q().dtype), to_string(f.k().dtype), f.D_qk,
-                     fp8_kernel(f, n_consumers) ? "the FP8 kernel, Q in two E4M3 terms"
+                     q_rounded(f)               ? "the FP8 kernel, Q rounded to E4M3 per row"
+                     : fp8_kernel(f, n_consumers) ? "the FP8 kernel, Q in two E4M3 terms"
                                                 : "the 16-bit kernel, K and V widened in shared memory");
 }
 

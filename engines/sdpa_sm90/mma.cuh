@@ -67,7 +67,7 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[kN / 8][4], u64 a, u64 b, in
   }
 }
 // S (64 x kN) (+)= Q_hi (shared, E4M3) K^T, K in kIn: the first term of a 16-bit Q split in two
-// (Config::kQSplit), as an FP8 Q's Q.K^T over E4M3 K; over E5M2 K the types mix.
+// (Config::kQ16: the only term when kQRounded), as an FP8 Q's Q.K^T over E4M3 K; over E5M2 K the types mix.
 template <int kIn, int kN>
 __device__ __forceinline__ void wgmma_qk_hi(float (&s)[kN / 8][4], u64 a, u64 b, int acc) {
   if constexpr (kIn == RIME_T_E4M3) wgmma_qk<kIn, kN>(s, a, b, acc);

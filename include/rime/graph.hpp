@@ -62,11 +62,20 @@ struct TileShape {
   friend bool operator!=(TileShape a, TileShape b) { return !(a == b); }
 };
 
+// How a 16-bit Q over FP8 K/V enters Q.K^T. None: exactly (SPEC section 2). E4M3PerRow: each row of Q (one (batch,
+// head, token), D_qk values) rounded to E4M3 on its own power-of-two scale first, as FlashAttention 3 and FP8 serving
+// stacks quantize Q: about 2^-4 of each value instead of BF16's 2^-9, for the FP8 kernel's speed (docs/graph-json.md,
+// "q_quantization").
+enum class QQuantization : int { None, E4M3PerRow };
+std::string_view to_string(QQuantization q) noexcept;  // the JSON spelling: "none", "e4m3_per_row"
+std::optional<QQuantization> parse_q_quantization(std::string_view name) noexcept;
+
 struct SdpaAttributes {
   std::optional<float> attn_scale;     // default 1/sqrt(D_qk)
   // Logit soft-capping (SPEC section 2; Gemma 2's 50, Grok's 30): s = c * tanh(s / c) before the masks, the sink and
   // the max. Absent or 0: no capping.
   std::optional<float> logit_softcap;
+  QQuantization q_quantization = QQuantization::None;  // only with a BF16 / FP16 Q over FP8 K/V
   bool generate_stats = false;         // must agree with a bound Stats output
   bool stats_log2 = false;             // Stats in log2 units instead of natural log
   bool causal = false;                 // keys right of the diagonal are masked (band right bound 0)
@@ -84,6 +93,7 @@ struct SdpaAttributes {
 
   SdpaAttributes& set_attn_scale(float v) { attn_scale = v; return *this; }
   SdpaAttributes& set_logit_softcap(float v) { logit_softcap = v; return *this; }
+  SdpaAttributes& set_q_quantization(QQuantization v) { q_quantization = v; return *this; }
   SdpaAttributes& set_generate_stats(bool v) { generate_stats = v; return *this; }
   SdpaAttributes& set_stats_log2(bool v) { stats_log2 = v; return *this; }
   SdpaAttributes& set_causal(bool v, DiagonalAlignment a = DiagonalAlignment::TopLeft) {

@@ -115,6 +115,7 @@ Result<Facts> analyze(const Graph& graph, const DeviceDesc& device) {
   }
   f.attn_scale = effective_attn_scale(graph);
   f.logit_softcap = a.logit_softcap.value_or(0.0f);
+  f.q_quantization = a.q_quantization;
   f.pinned_split = a.split_kv;
   f.pinned_tile = a.tile;
   f.device = device;

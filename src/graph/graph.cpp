@@ -86,6 +86,16 @@ std::optional<Role> parse_role(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+std::string_view to_string(QQuantization q) noexcept {
+  return q == QQuantization::E4M3PerRow ? "e4m3_per_row" : "none";
+}
+
+std::optional<QQuantization> parse_q_quantization(std::string_view name) noexcept {
+  for (QQuantization q : {QQuantization::None, QQuantization::E4M3PerRow})
+    if (to_string(q) == name) return q;
+  return std::nullopt;
+}
+
 bool is_output_role(Role role) noexcept { return static_cast<int>(role) >= static_cast<int>(Role::O); }
 
 bool operator==(const SdpaAttributes& a, const SdpaAttributes& b) {
@@ -95,7 +105,7 @@ bool operator==(const SdpaAttributes& a, const SdpaAttributes& b) {
     return !x || *x == *y || (std::isnan(*x) && std::isnan(*y));
   };
   return same_scale(a.attn_scale, b.attn_scale) && same_scale(a.logit_softcap, b.logit_softcap) &&
-         a.generate_stats == b.generate_stats &&
+         a.q_quantization == b.q_quantization && a.generate_stats == b.generate_stats &&
          a.stats_log2 == b.stats_log2 && a.causal == b.causal && a.alignment == b.alignment &&
          a.window_left == b.window_left && a.band_right == b.band_right && a.padding_mask == b.padding_mask &&
          a.max_seqlen_q == b.max_seqlen_q && a.max_seqlen_kv == b.max_seqlen_kv && a.split_kv == b.split_kv &&

@@ -215,6 +215,12 @@ Status read_attributes(const json& j, const std::string& ptr, SdpaAttributes& a)
       return json_error(r.at(key), fmt::format("{} {} does not fit in FP32", key, d));
     *out = static_cast<float>(d);
   }
+  std::string q_quantization = "none";
+  RIME_RETURN_IF_ERROR(r.get_string("q_quantization", q_quantization, false));
+  if (auto q = parse_q_quantization(q_quantization)) a.q_quantization = *q;
+  else
+    return json_error(r.at("q_quantization"), fmt::format("unknown q_quantization {} (expected none or e4m3_per_row)",
+                                                          json_checked::quoted(q_quantization)));
   RIME_RETURN_IF_ERROR(r.get_bool("generate_stats", a.generate_stats));
   RIME_RETURN_IF_ERROR(r.get_bool("stats_log2", a.stats_log2));
   RIME_RETURN_IF_ERROR(r.get_bool("causal", a.causal));
@@ -341,6 +347,7 @@ json to_json_value(const Graph& g) {
     json ja = json::object();
     if (a.attn_scale) ja["attn_scale"] = static_cast<double>(*a.attn_scale);
     if (a.logit_softcap) ja["logit_softcap"] = static_cast<double>(*a.logit_softcap);
+    if (a.q_quantization != QQuantization::None) ja["q_quantization"] = std::string(to_string(a.q_quantization));
     if (a.generate_stats) ja["generate_stats"] = true;
     if (a.stats_log2) ja["stats_log2"] = true;
     if (a.causal) ja["causal"] = true;

@@ -60,6 +60,13 @@ std::optional<Decline> first_decline(const CapabilityRow& row, const Facts& f) {
     return Decline{"q16_over_fp8_kv", fmt::format("Q dtype {} over K/V dtype {}: the row serves only a 16-bit Q over "
                                                   "an FP8 K/V cache",
                                                   to_string(f.q().dtype), to_string(f.k().dtype))};
+  if (row.kind == "attention" && f.q_quantization != row.q_quantization)  // a combine takes O's partials alone
+    return Decline{"q_quantization",
+                   row.q_quantization == QQuantization::None
+                       ? fmt::format("q_quantization {} not supported (the row takes Q exactly)",
+                                     to_string(f.q_quantization))
+                       : fmt::format("q_quantization none: the row serves only q_quantization {}",
+                                     to_string(row.q_quantization))};
   const DataType inputs = f.q16_over_fp8_kv() ? f.k().dtype : f.q().dtype;
   if (!contains(row.input_dtypes, inputs))
     return Decline{"input_dtypes",

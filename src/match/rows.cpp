@@ -85,6 +85,9 @@ Result<CapabilityRow> parse_capability_row(const std::string& text) {
     } else {
       r.q16_over_fp8_kv = j.value("q16_over_fp8_kv", false);
     }
+    const std::string q_quantization = j.value("q_quantization", std::string("none"));
+    if (auto q = parse_q_quantization(q_quantization)) r.q_quantization = *q;
+    else return Status(StatusCode::Internal, fmt::format("row {}: q_quantization '{}'", r.id, q_quantization));
     const json& split = j.at("split_kv");
     r.split_kv_supported = split.at("supported").get<bool>();
     r.split_head_dims = pairs(split.at("head_dims"));

@@ -46,6 +46,8 @@ void print_facts(std::string& out, const Facts& f) {
   if (f.logit_softcap > 0)
     out += fmt::format("  softcap   {} (each logit s becomes {} * tanh(s / {}) before masks and the sink)\n",
                        f.logit_softcap, f.logit_softcap, f.logit_softcap);
+  if (f.q_quantization == QQuantization::E4M3PerRow)
+    out += "  q quant   e4m3_per_row (each Q row rounded to E4M3 on its own power-of-two scale before Q.K^T)\n";
   if (f.seq_start_q || f.seq_start_kv)
     out += fmt::format("  starts    {}{}{} (left padding: sequence b begins at its start, not at 0)\n",
                        f.seq_start_q ? "Q rows from seq_start_q" : "", f.seq_start_q && f.seq_start_kv ? ", " : "",

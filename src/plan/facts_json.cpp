@@ -27,6 +27,7 @@ nlohmann::json facts_to_json(const Facts& f) {
                    {"smem_per_block", f.device.smem_per_block}};
   if (f.sf_o_layout) j["sf_o_layout"] = to_string(*f.sf_o_layout);
   if (f.logit_softcap > 0) j["logit_softcap"] = f.logit_softcap;
+  if (f.q_quantization != QQuantization::None) j["q_quantization"] = to_string(f.q_quantization);
   if (f.context_parallel.world > 0)
     j["context_parallel"] = {{"rank", f.context_parallel.rank}, {"world", f.context_parallel.world}};
   // A 16-bit Q over FP8 K/V: qkv_dtype is Q's, and K/V's is its own field.

@@ -410,6 +410,16 @@ Status Checker::check_attributes() const {
     return fail(at_attr("logit_softcap"),
                 fmt::format("logit_softcap {} must be finite and >= 0 (the cap c of c * tanh(s / c); 0: none)",
                             *a.logit_softcap));
+  if (a.q_quantization != QQuantization::None) {
+    const TensorDesc* q = t(Role::Q);
+    const TensorDesc* k = t(Role::K);
+    if (!(q && k && is_f16(q->dtype) && is_fp8(k->dtype)))
+      return fail(at_attr("q_quantization"),
+                  fmt::format("q_quantization {} rounds a 16-bit Q for FP8 K/V: it needs Q in FP16 or BF16 and K/V in "
+                              "FP8 (Q dtype {}, K dtype {})",
+                              to_string(a.q_quantization), q ? to_string(q->dtype) : "unbound",
+                              k ? to_string(k->dtype) : "unbound"));
+  }
   const bool has_stats = t(Role::Stats) != nullptr;
   if (a.generate_stats && !has_stats)
     return fail(at_attr("generate_stats"), "generate_stats is true but no Stats output is bound");

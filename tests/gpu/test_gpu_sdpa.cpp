@@ -960,12 +960,16 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
     const DataType o_type = o_pick == 0 ? DataType::BF16 : o_pick == 1 ? DataType::FP16 : DataType::FP8_E4M3;
     const bool amax_o = o_type == DataType::FP8_E4M3 && pick({0, 1}) == 1;
     const unsigned per_head = per_head_descales_choice(61700 + i);
-    whats.push_back(fmt::format("draw {}: Q {} K/V {} O {}{} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
-                                i, to_string(q_type), to_string(kv_type), to_string(o_type), amax_o ? " Amax_O" : "",
-                                B, H_q, H_kv, S_q, S_kv, D, padding, mask, split, test::per_head_text(per_head)));
+    // A third of the draws at D 64 and 128 round Q to E4M3 per row (q_quantization), on a generator of its own.
+    const bool rounded = D <= 128 && std::mt19937_64(61800 + i)() % 3 == 0;
+    whats.push_back(fmt::format("draw {}: Q {}{} K/V {} O {}{} B{} H{}/{} S_q {} S_kv {} D{} padding {} mask {} split {}{}",
+                                i, to_string(q_type), rounded ? " rounded to E4M3 per row" : "", to_string(kv_type),
+                                to_string(o_type), amax_o ? " Amax_O" : "", B, H_q, H_kv, S_q, S_kv, D, padding, mask,
+                                split, test::per_head_text(per_head)));
     Graph g("q16_over_fp8");
     test::TensorAdder add{g};
-    const SdpaAttributes a = draw_attributes(padding, split, mask, 100);
+    SdpaAttributes a = draw_attributes(padding, split, mask, 100);
+    if (rounded) a.q_quantization = QQuantization::E4M3PerRow;
     SdpaFp8Operands io;
     io.q = add("Q", {B, H_q, S_q, D}, q_type);
     io.k = add("K", {B, H_kv, S_kv, D}, kv_type);
@@ -992,6 +996,64 @@ TEST_CASE("a 16-bit Q over FP8 K/V against the CPU reference", "[gpu][q16]") {
   }
   fmt::print("16-bit Q over FP8 K/V draws: {} run, {} passed against the reference (rows: {})\n", n, passed,
              engines_line(rows));
+}
+
+// A 16-bit Q rounded to E4M3 per row (q_quantization e4m3_per_row) on every tile its row lists, each pinned: D 128
+// on three consumers (192 x 96, the FP8 Q's tile), D 96 on three (192 x 128), D 64 on two (128 x 256) and three
+// (192 x 128), D 96 and 128 on two (128 x 128), and the one-consumer decode, split and not; BF16 and FP16 Q, E4M3
+// and E5M2 K/V, masks and per-sequence lengths. Each against the CPU reference, which rounds Q the same way.
+TEST_CASE("a 16-bit Q rounded to E4M3 per row on each tile of its row", "[gpu][q16]") {
+  struct Case {
+    DataType q, kv;
+    int64_t B, H_kv, group, S_q, S_kv, D;
+    int mask, split;
+    bool padding;
+    TileShape tile;
+  };
+  const DataType bf = DataType::BF16, fp = DataType::FP16, e4 = DataType::FP8_E4M3, e5 = DataType::FP8_E5M2;
+  const Case cases[] = {
+      {bf, e4, 2, 2, 4, 300, 900, 128, 1, 1, false, {192, 96}},  {fp, e5, 1, 2, 2, 300, 500, 128, 0, 1, true, {192, 96}},
+      {bf, e4, 2, 1, 4, 260, 600, 96, 1, 1, true, {192, 128}},   {fp, e4, 1, 2, 1, 250, 1000, 96, 2, 1, false, {192, 128}},
+      {bf, e5, 2, 2, 2, 300, 700, 64, 1, 1, false, {128, 256}},  {bf, e4, 1, 2, 4, 200, 600, 64, 0, 1, true, {192, 128}},
+      {fp, e4, 2, 2, 2, 260, 520, 96, 1, 1, false, {128, 128}},  {bf, e4, 2, 1, 4, 300, 800, 128, 0, 1, false, {128, 128}},
+      {bf, e4, 3, 2, 4, 1, 3000, 128, 0, 4, true, {64, 128}},    {fp, e5, 2, 2, 8, 1, 1500, 64, 0, 1, false, {64, 128}},
+      {bf, e4, 4, 2, 4, 2, 2100, 96, 1, 2, true, {64, 128}},
+  };
+  std::vector<Graph> graphs;
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    Graph g("q16_rounded");
+    test::TensorAdder add{g};
+    SdpaAttributes a = draw_attributes(c.padding, c.split, c.mask, 100);
+    a.q_quantization = QQuantization::E4M3PerRow;
+    a.tile = c.tile;
+    const int64_t H_q = c.H_kv * c.group;
+    SdpaFp8Operands io;
+    io.q = add("Q", {c.B, H_q, c.S_q, c.D}, c.q);
+    io.k = add("K", {c.B, c.H_kv, c.S_kv, c.D}, c.kv);
+    io.v = add("V", {c.B, c.H_kv, c.S_kv, c.D}, c.kv);
+    io.o = add("O", {c.B, H_q, c.S_q, c.D}, i % 3 == 2 ? e4 : bf, true);
+    io.stats = add("Stats", {c.B, H_q, c.S_q, 1}, DataType::FP32, true);
+    if (c.padding) {
+      io.seq_len_q = add("seq_len_q", {c.B}, DataType::INT32);
+      io.seq_len_kv = add("seq_len_kv", {c.B}, DataType::INT32);
+    }
+    test::add_fp8_scalars(add, io, i % 2 ? test::kPerHeadQ | test::kPerHeadK : 0u, c.B, c.H_kv);
+    REQUIRE(g.sdpa_fp8(io, a, "attn").ok());
+    graphs.push_back(g);
+  }
+  const std::vector<Result<Plan>> plans = build_plans(graphs);
+  int passed = 0;
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i << ": D " << c.D << " tile " << c.tile.q << "x" << c.tile.kv << " S_q " << c.S_q << " S_kv "
+                 << c.S_kv << ": " << plans[i].status().to_string());
+    REQUIRE(plans[i].ok());
+    CHECK(plans[i]->config().decision.row_id == "sdpa_sm90_q16_fp8kv_e4m3q");
+    CHECK(plans[i]->config().decision.tile == c.tile);
+    passed += checked_trial(plans[i].value(), 63000 + i).passed;
+  }
+  fmt::print("16-bit Q rounded to E4M3 per row: {} cases, {} passed against the reference\n", std::size(cases), passed);
 }
 
 // Per-(batch, kv head) descales (SPEC section 1: [B, H_kv, 1, 1], the query head h reading entry [b, h / group])

@@ -81,6 +81,8 @@ struct Facts {
   std::string split_ineligible_reason;  // empty when eligible
   float attn_scale = 1.0f;
   float logit_softcap = 0.0f;  // the cap c of c * tanh(s / c); 0: none
+  // A 16-bit Q over FP8 K/V rounded to E4M3 per row before Q.K^T (SdpaAttributes::q_quantization).
+  QQuantization q_quantization = QQuantization::None;
   std::optional<int> pinned_split;
   std::optional<TileShape> pinned_tile;
   DeviceDesc device;

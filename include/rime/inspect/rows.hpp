@@ -46,6 +46,7 @@ struct CapabilityRow {
   bool ragged = false;    // ragged (THD) batches: token-major tensors through cu_seqlens_q / cu_seqlens_kv
   bool q16_over_fp8_kv = false;  // sdpa_fp8 with a FP16/BF16 Q over FP8 K/V (input_dtypes then name K/V's)
   bool only_q16_over_fp8_kv = false;  // that and nothing else ("q16_over_fp8_kv": "only")
+  QQuantization q_quantization = QQuantization::None;  // the one q_quantization an attention row serves
   bool split_kv_supported = false;
   std::vector<std::pair<int64_t, int64_t>> split_head_dims;
   std::vector<int> split_counts;

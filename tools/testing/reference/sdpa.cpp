@@ -128,6 +128,19 @@ KvRange unmasked_keys(const Graph& g, const Facts& f, const HostTensors& t, int6
   return {lo, hi};
 }
 
+void round_q_row_e4m3(std::vector<double>& row) {
+  double amax = 0;
+  for (double v : row) amax = std::max(amax, std::fabs(v));
+  int e = 0;
+  if (amax > 0 && amax <= 3.0e38) {
+    // In FP32, as the kernel computes it: 448 / amax rounded to float decides the exponent at a power of two.
+    int ex = 0;
+    std::frexp(448.f / static_cast<float>(amax), &ex);
+    e = std::min(std::max(ex - 1, -126), 126);
+  }
+  for (double& v : row) v = std::ldexp(decode_e4m3(encode_e4m3(std::ldexp(v, e))), -e);
+}
+
 namespace {
 
 // The scores of one row over its unmasked keys (within kv_range when given), and what the row needs around them.
@@ -165,6 +178,7 @@ RowScores row_scores(const Graph& g, const Facts& f, const HostTensors& t, int64
     qrow[d] = load_element(q.dtype, qb, seq_offset(q, qe, h, i, d));
     if (mx) qrow[d] *= mx_scale(g, t, Role::SfQ, b, h, i, d / 32);
   }
+  if (f.q_quantization == QQuantization::E4M3PerRow) round_q_row_e4m3(qrow);
   const KvReader kr(g, f, t, Role::K, ke, b, h_kv);
   for (int64_t j = std::max<int64_t>(0, keys.first); j < keys.last; ++j) {
     double dot = 0;

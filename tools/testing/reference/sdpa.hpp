@@ -36,6 +36,11 @@ RowResult attention_row(const Graph& graph, const Facts& facts, const HostTensor
 RowResult attention_row_fp8_p(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b,
                               int64_t h, int64_t i, int kv_tile, int p_terms = 1);
 
+// q_quantization e4m3_per_row (docs/graph-json.md): one row of Q rounded in place to E4M3 on its power-of-two scale
+// 2^e, e the exponent that puts the row's largest magnitude in (224, 448] (0 for a row of zeros; within
+// [-126, 126]), each value then e4m3(q 2^e) 2^-e, as the kernels round it.
+void round_q_row_e4m3(std::vector<double>& row);
+
 // The keys of row i that no mask removes: [lo, hi) (hi <= lo: none).
 KvRange unmasked_keys(const Graph& graph, const Facts& facts, const HostTensors& tensors, int64_t b, int64_t i);
 
