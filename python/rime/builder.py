@@ -14,8 +14,8 @@ _INPUTS = ("Q", "K", "V", "descale_q", "descale_k", "descale_v", "descale_s", "s
            "seq_len_q", "seq_len_kv", "seq_start_q", "seq_start_kv", "SF_Q", "SF_K", "SF_V", "page_table",
            "cu_seqlens_q", "cu_seqlens_kv")
 _OUTPUTS = ("O", "Stats", "Amax_S", "Amax_O", "sf_o")
-_ATTRIBUTES = ("attn_scale", "logit_softcap", "generate_stats", "stats_log2", "causal", "alignment", "window_left",
-               "band_right", "padding_mask", "max_seqlen_q", "max_seqlen_kv")
+_ATTRIBUTES = ("attn_scale", "logit_softcap", "q_quantization", "generate_stats", "stats_log2", "causal", "alignment",
+               "window_left", "band_right", "padding_mask", "max_seqlen_q", "max_seqlen_kv")
 _KNOBS = ("split_kv", "tile")
 # Keyword spellings of the roles (Python names are lower case): q -> Q, sf_q -> SF_Q, amax_o -> Amax_O.
 _ROLE_OF = {r.lower(): r for r in _INPUTS + _OUTPUTS}

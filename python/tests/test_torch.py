@@ -315,6 +315,26 @@ def test_softcap_is_one_keyword_of_every_operator_and_is_planned_as_the_graphs_l
     assert rime.torch.warmup("attention", q, kv, kv, softcap=0.0, arch="sm_90a").row  # 0: no capping, served
 
 
+def test_q_quantization_is_one_keyword_of_every_operator_and_plans_the_rounded_q_row():
+    # A BF16 Q over an FP8 cache with q_quantization="e4m3_per_row" plans the row that rounds Q to E4M3 per row (the
+    # FP8 kernel's 96-key tiles on three consumers), the exact Q its own row; over BF16 K/V the attribute is refused.
+    for name in OPS:
+        assert "str? q_quantization=None" in str(getattr(torch.ops.rime, name).default._schema)
+    q, kv = meta(2, 4096, 32, 128), meta(2, 4096, 8, 128, dtype=F8)
+    scales = dict(descale_k=scale(), descale_v=scale())
+    rounded = rime.explain(rime.torch.graph("attention", q, kv, kv, causal=True, q_quantization="e4m3_per_row",
+                                            **scales), arch="sm_90a", json=True)
+    exact = rime.explain(rime.torch.graph("attention", q, kv, kv, causal=True, **scales), arch="sm_90a", json=True)
+    assert rounded["facts"]["q_quantization"] == "e4m3_per_row"
+    assert "q_quantization" not in exact["facts"]
+    assert rounded["decision"]["row"] == "sdpa_sm90_q16_fp8kv_e4m3q"
+    assert rounded["decision"]["tile"] == {"q": 192, "kv": 96}
+    assert "q_e4m3_rows" in rounded["derived"]["stages"][0]["name_expression"]
+    assert exact["decision"]["row"] == "sdpa_sm90_q16_fp8kv"
+    with pytest.raises(rime.InvalidGraphError, match="q_quantization e4m3_per_row rounds a 16-bit Q for FP8 K/V"):
+        rime.explain(rime.torch.graph("attention", q, q, q, q_quantization="e4m3_per_row"), arch="sm_90a")
+
+
 def test_a_caches_decode_is_one_shape_class_for_every_length_up_to_its_capacity():
     # With per-sequence key lengths and more keys than queries, K and V enter the key as a capacity (a power of two,
     # at least 256) and their strides' order: a DynamicCache's K/V, a new tensor one key longer each step, keep one

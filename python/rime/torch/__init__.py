@@ -28,6 +28,9 @@ FP8 inputs (float8_e4m3fn / float8_e5m2) take descale_q / descale_k / descale_v 
 descale_k / descale_v. scale_o scales an FP8 O. causal is bottom-right aligned (the last query sees the last key, as
 FlashAttention and vLLM align it); window_left w keeps the w keys up to and including the diagonal (FlashAttention's
 window_size=(w - 1, 0)). softmax_scale defaults to 1 / sqrt(D_qk). softcap c caps each logit to c * tanh(s / c).
+q_quantization="e4m3_per_row" (a BF16 / FP16 Q over FP8 K/V only) rounds each Q row to E4M3 on its own power-of-two
+scale before Q.K^T, as FlashAttention 3 quantizes Q: the FP8 kernel's speed for about 2^-4 of each value
+(docs/graph-json.md, "q_quantization").
 
 How the operators are made: python/rime/torch/_families.py holds one table per family, from which _family.py
 generates the schemas, the CUDA and fake kernels and warmup's binding; _plans.py keeps the plans and launches them.

@@ -11,7 +11,8 @@ _SF_DTYPE = {"nvfp4": torch.float8_e4m3fn, "mxfp8": getattr(torch, "float8_e8m0f
 _BLOCK = {"nvfp4": 16, "mxfp8": 32}
 
 _SCALES = "Tensor? descale_q=None, Tensor? descale_k=None, Tensor? descale_v=None, Tensor? scale_o=None"
-_MASK = "bool causal=False, int window_left=-1, float? softmax_scale=None, float? softcap=None"
+_MASK = ("bool causal=False, int window_left=-1, float? softmax_scale=None, float? softcap=None, "
+         "str? q_quantization=None")
 _ALLOCATING = "ScalarType? out_dtype=None, bool return_lse=False"
 _DENSE_LAYOUTS = {"q": "B S_q H_q D_qk", "k": "B S_kv H_kv D_qk", "v": "B S_kv H_kv D_v"}
 
@@ -42,6 +43,8 @@ def _attributes(c):
         a["attn_scale"] = c.softmax_scale
     if c.softcap:  # FlashAttention's softcap: 0 and None are no capping
         a["logit_softcap"] = c.softcap
+    if c.q_quantization is not None and c.q_quantization != "none":
+        a["q_quantization"] = c.q_quantization
     return a
 
 
