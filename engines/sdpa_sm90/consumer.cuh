@@ -316,31 +316,26 @@ __device__ __forceinline__ void consume_work(const SdpaSm90Params& params, const
   const float log2_p_scale = kFp8 ? kLog2PScale - float(kSlack) : 0.f;
   auto softmax = [&](int j, float (&alpha)[2]) {
     const int key0 = (kt_begin + j) * kN;
-    if constexpr (kQ16) {  // the rows' scores off Q's power-of-two scales
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        s[n][0] *= q_row_factor[0];
-        s[n][1] *= q_row_factor[0];
-        s[n][2] *= q_row_factor[1];
-        s[n][3] *= q_row_factor[1];
-      }
-    }
-    float mul = scale_log2;
+    // A 16-bit Q on the FP8 kernel: each row's power-of-two factor joins the row's scale (the exponent's FFMA, or
+    // the cap's and a negative scale's multiply), not a multiply of every score on the softmax's pipe.
+    float mul[2] = {scale_log2, scale_log2};
+    if constexpr (kQ16) mul[0] *= q_row_factor[0], mul[1] *= q_row_factor[1];
     if constexpr ((kFeatures & RIME_F_SOFTCAP) != 0) {
       // Soft-capping (SPEC section 2): c tanh(s' / c) of the scaled score s' = s scale_log2 / log2(e), in log2 units:
       // an FMUL, a MUFU.TANH and an FMUL per score, before the mask and the max. (Leaving c log2(e) to the exponent's
       // FFMA, as the scale is, saves an FMUL but made ptxas spill 728 more bytes over the 104 specializations.)
+      const float in[2] = {kQ16 ? cap_in * q_row_factor[0] : cap_in, kQ16 ? cap_in * q_row_factor[1] : cap_in};
 #pragma unroll
       for (int n = 0; n < kNT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] = cap_out * tanh_approx(s[n][e] * cap_in);
-      mul = 1.f;
+        for (int e = 0; e < 4; ++e) s[n][e] = cap_out * tanh_approx(s[n][e] * in[e / 2]);
+      mul[0] = mul[1] = 1.f;
     } else if (!(scale_log2 > 0.f)) {  // attn_scale <= 0: the largest raw score is not the largest scaled one
 #pragma unroll
       for (int n = 0; n < kNT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
-      mul = 1.f;
+        for (int e = 0; e < 4; ++e) s[n][e] *= mul[e / 2];
+      mul[0] = mul[1] = 1.f;
     }
     mask_tile<kN>(s, rows, key0, t);
     online_softmax_raw<kNT, !kMmaSums, kSlack>(s, m_run, l_run, mul, log2_p_scale, alpha);

@@ -28,9 +28,9 @@ __device__ __forceinline__ void max_tree(float (&mx)[kN]) {
   }
 }
 
-// The online softmax over one KV tile, on raw scores: s * mul is the score in log2 units (mul > 0, so the
+// The online softmax over one KV tile, on raw scores: s * mul[r] is row r's score in log2 units (mul > 0, so the
 // largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
-// FFMA). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; the maxima as below, the sums
+// FFMA; a row's own factor, a 16-bit Q's power of two on the FP8 kernel, rides there too). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; the maxima as below, the sums
 // in two chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
 // at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
 // kRowSums false: l_run is left alone (the caller sums P otherwise: rime_sm90::vt_sum_rows).
@@ -39,7 +39,7 @@ __device__ __forceinline__ void max_tree(float (&mx)[kN]) {
 // 2^kSlack times its scale (FlashAttention-4's conditional rescale). m_run is then not the row's max.
 template <int kNT, bool kRowSums = true, int kSlack = 0>
 __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m_run)[2], float (&l_run)[2],
-                                                   float mul, float log2_p_scale, float (&alpha)[2]) {
+                                                   const float (&mul)[2], float log2_p_scale, float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     // The row's max over the tile, from its first pairs, not from -inf: ptxas keeps an FMNMX against -inf
@@ -64,7 +64,7 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
       }
       m_thread = fmaxf(mx0, mx1);
     }
-    const float m_tile = quad_max(m_thread) * mul;
+    const float m_tile = quad_max(m_thread) * mul[r];
     float m_new;
     if constexpr (kSlack > 0) m_new = m_tile > m_run[r] + float(kSlack) ? m_tile : m_run[r];
     else m_new = fmaxf(m_run[r], m_tile);
@@ -76,8 +76,8 @@ __device__ __forceinline__ void online_softmax_raw(float (&s)[kNT][4], float (&m
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
-      const float p0 = exp2_approx(fmaf(s[n][2 * r], mul, neg_bias));
-      const float p1 = exp2_approx(fmaf(s[n][2 * r + 1], mul, neg_bias));
+      const float p0 = exp2_approx(fmaf(s[n][2 * r], mul[r], neg_bias));
+      const float p1 = exp2_approx(fmaf(s[n][2 * r + 1], mul[r], neg_bias));
       s[n][2 * r] = p0;
       s[n][2 * r + 1] = p1;
       if constexpr (kRowSums) {
