@@ -30,9 +30,10 @@ __device__ __forceinline__ void max_tree(float (&mx)[kN]) {
 
 // The online softmax over one KV tile, on raw scores: s * mul[r] is row r's score in log2 units (mul > 0, so the
 // largest raw score is the largest scaled one: the max runs on raw s and the scale rides in the exponent's
-// FFMA; a row's own factor, a 16-bit Q's power of two on the FP8 kernel, rides there too). Masked scores are -inf in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; the maxima as below, the sums
-// in two chains for ILP. Leaves P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start
-// at kNoKeyMax (from -inf, a row with no live key yet would take exp2(-inf - -inf), NaN).
+// FFMA; a row's own factor, a 16-bit Q's power of two on the FP8 kernel, rides there too). Masked scores are -inf
+// in s. Per element: FMNMX, FFMA, MUFU.EX2, FADD; the maxima as below, the sums in two chains for ILP. Leaves
+// P * 2^log2_p_scale in s, O's factors in alpha; m_run stays in log2 units and must start at kNoKeyMax (from -inf, a
+// row with no live key yet would take exp2(-inf - -inf), NaN).
 // kRowSums false: l_run is left alone (the caller sums P otherwise: rime_sm90::vt_sum_rows).
 // kSlack > 0: the running max moves only when a tile's max passes it by more than kSlack (log2 units), so that most
 // tiles leave O's rows as they are (alpha exactly 1, which the caller's rescale skips); P then reaches up to

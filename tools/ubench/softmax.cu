@@ -107,7 +107,8 @@ __global__ void softmax_kernel(unsigned* out, long long* cycles, float mul) {
       for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(s[n][e]));
     float alpha[2];
     if constexpr (kVariant == 0 || kVariant == 3) {
-      sm90::online_softmax_raw(s, m_run, l_run, mul, sm90::kLog2PScale, alpha);
+      const float row_mul[2] = {mul, mul};
+      sm90::online_softmax_raw(s, m_run, l_run, row_mul, sm90::kLog2PScale, alpha);
     } else if constexpr (kVariant == 1) {
       softmax_rows_interleaved(s, m_run, l_run, mul, sm90::kLog2PScale, alpha);
     } else {
