@@ -22,7 +22,7 @@ from generated_doc import emit
 ANCHOR_NAMES = {"cudnn_fp8": "cuDNN FP8", "torch_cudnn_bf16": "torch cuDNN", "torch_flash_bf16": "torch flash",
                 "copy_fp8": "copy", "copy_bf16": "copy", "rime_dense_causal": "dense causal prefill",
                 "rime_padded": "padded twin", "rime_per_tensor": "per-tensor descales", "rime_fp8_q": "FP8 Q plan",
-                "rime_uncapped": "the uncapped plan", "rime_d128": "the D 128 plan"}
+                "rime_exact_q": "exact BF16 Q plan", "rime_uncapped": "the uncapped plan", "rime_d128": "the D 128 plan"}
 CONSUMERS = {"one_consumer": 1, "two_consumers": 2, "three_consumers": 3}
 
 
@@ -52,6 +52,8 @@ def label(graph):
             words.append(f"({tok[1:]} tokens)")
         elif tok == "bf16q":
             words.append("BF16 Q")
+        elif tok == "e4m3q":
+            words.append("rounded to E4M3 per row")
         elif tok == "perhead":
             words.append("per-head descales")
         else:

@@ -7,7 +7,8 @@ import sys
 
 
 ANCHOR_IMPLS = ("copy_fp8", "copy_bf16", "cudnn_fp8", "torch_cudnn_bf16", "torch_flash_bf16", "rime_padded",
-                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_uncapped", "rime_d128", "rime_plain")
+                "rime_dense_causal", "rime_per_tensor", "rime_fp8_q", "rime_exact_q", "rime_uncapped", "rime_d128",
+                "rime_plain")
 
 
 def load(path):
@@ -25,6 +26,8 @@ def main(ours_csv, anchors_csv, outdir):
     # <graph>_perhead row (descales per (batch, kv head)) has <graph> (per-tensor descales) as anchor: their cost.
     # A prefill <graph>_bf16q row (a BF16 Q over the FP8 K/V of <graph>) has <graph> (the FP8 Q plan) and torch's
     # cuDNN on the same shape with every tensor in BF16 (what the model would run without an FP8 cache).
+    # A <graph>_bf16q_e4m3q row (that BF16 Q rounded to E4M3 per row, q_quantization) has the same two and
+    # <graph>_bf16q (the exact 16-bit Q plan): the rounding's speed over the FP8 Q and over the exact Q.
     # A <graph>_softcap row (logits capped) has <graph> (the same graph uncapped) as anchor: the cap's cost.
     # A decode <graph>_capacity row (K/V planned for a capacity, the sequences' starts and lengths read at run time,
     # as rime.torch plans a growing cache; its .args pins the lengths to <graph>'s S_kv) has <graph>'s anchors (the
@@ -51,8 +54,10 @@ def main(ours_csv, anchors_csv, outdir):
                     anchor[(o["graph"].split("_", 1)[1], impl)] = anchor[(base.split("_", 1)[1], impl)]
         if o["graph"].endswith("_perhead") and o["graph"][:-len("_perhead")] in by_graph:
             own[(o["graph"], "rime_per_tensor")] = by_graph[o["graph"][:-len("_perhead")]]
-        if o["graph"].endswith("_bf16q") and "decode" not in o["graph"]:
-            base = o["graph"][:-len("_bf16q")]
+        if o["graph"].endswith("_bf16q_e4m3q") and o["graph"][:-len("_e4m3q")] in by_graph:
+            own[(o["graph"], "rime_exact_q")] = by_graph[o["graph"][:-len("_e4m3q")]]
+        if o["graph"].endswith(("_bf16q", "_bf16q_e4m3q")) and "decode" not in o["graph"]:
+            base = o["graph"][:o["graph"].rindex("_bf16q")]
             shape = o["graph"].split("_", 1)[1]
             if base in by_graph:
                 own[(o["graph"], "rime_fp8_q")] = by_graph[base]
@@ -81,6 +86,8 @@ def main(ours_csv, anchors_csv, outdir):
             ref_impls = ["rime_per_tensor"]
         if shape.endswith("_bf16q") and not decode:
             ref_impls = ["rime_fp8_q", "torch_cudnn_bf16"]
+        if shape.endswith("_bf16q_e4m3q") and not decode:
+            ref_impls = ["rime_fp8_q", "rime_exact_q", "torch_cudnn_bf16"]
         if shape.endswith("_softcap"):
             ref_impls = ["rime_uncapped"]
         if shape.endswith("_capacity") and decode:
