@@ -133,8 +133,9 @@ TEST_CASE("a rounded Q runs the FP8 kernel on the FP8 Q's tiles, where the exact
 
 TEST_CASE("the reference rounds each Q row to E4M3 on the power of two that puts its largest magnitude in 224 to 448",
           "[q_quantization][reference]") {
-  // amax 500: 448 / 500 = 0.896, so the scale is 2^-1; 250 rounds to 256 (E4M3 steps of 16 in [128, 256)), 0.15 to
-  // 10/64 (steps of 1/64 in [0.125, 0.25)), 0.5 stays.
+  // amax 500: 448 / 500 = 0.896, so the scale is 2^-1. Scaled, -500, 0.3 and 1.0 are -250, 0.15 and 0.5: -250 rounds
+  // to -256 (E4M3 steps of 16 in [128, 256)), 0.15 to 10/64 (steps of 1/64 in [0.125, 0.25)), 0.5 stays; scaled
+  // back, -512, 0.3125 and 1.0.
   std::vector<double> row = {1.0, 0.3, -500.0, 0.0};
   reference::round_q_row_e4m3(row);
   CHECK(row == std::vector<double>{1.0, 0.3125, -512.0, 0.0});
